@@ -1,0 +1,26 @@
+//! ftcoll's algorithms, each a sans-IO state machine.
+//!
+//! Every protocol implements [`protocol::Protocol`]: it takes inputs (its local contribution, a
+//! frame from a peer, a timer expiry, a failure notice, a fault) with the current [`time::Time`]
+//! and appends sends, timer requests and events to a caller-owned [`protocol::Outbox`]. The same
+//! code runs in the deterministic simulator of `ftcoll-runtime` and on real ranks.
+//!
+//! Shared building blocks: [`rank`] (ids, groups), [`values`] (Pod payloads, reduction
+//! operators), [`wire`] (the frame layout), [`bits`] (bit-flip numbering), [`topology`] (graphs and
+//! trees), [`rng`] (explicitly seeded randomness).
+
+pub mod bits;
+pub mod protocol;
+pub mod rank;
+pub mod rdb;
+pub mod rng;
+pub mod time;
+pub mod topology;
+pub mod values;
+pub mod wire;
+
+pub use protocol::{Event, Input, Outbox, Phase, Protocol, RankStatus};
+pub use rank::Rank;
+pub use time::{Duration, Time};
+pub use values::{ReduceOp, Values, ValuesRef};
+pub use wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};

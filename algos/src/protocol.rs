@@ -1,0 +1,425 @@
+//! The state-machine interface every algorithm implements.
+//!
+//! A protocol is driven by [`Protocol::handle`]: the driver (the simulator, or the executor on a
+//! real rank) passes the current time and one [`Input`]; the protocol appends what it wants done
+//! to a caller-owned [`Outbox`]: frames to send, timers to arm, [`Event`]s to report. The protocol
+//! never performs I/O, reads a clock, spawns a thread or draws from a global RNG, so the same code
+//! runs in the simulator and on real transports, and one seed replays a simulated run exactly.
+
+use crate::rank::Rank;
+use crate::time::Time;
+use crate::values::ValuesRef;
+use crate::wire::{encode_into, Frame, FrameError, FrameHeader};
+
+/// One input to a protocol.
+#[derive(Clone, Copy, Debug)]
+pub enum Input<'a> {
+    /// Begin the operation with this rank's local contribution.
+    Start {
+        /// The local input vector.
+        data: ValuesRef<'a>,
+    },
+    /// A frame from a peer, already structurally decoded; the protocol checks that it belongs to
+    /// it (algorithm, operation, kind, step) and rejects it otherwise.
+    Message {
+        /// The rank the transport received it from (not the header's claim).
+        from: Rank,
+        /// The frame.
+        frame: Frame<'a>,
+    },
+    /// A timer the protocol armed has reached its deadline. It may be stale (re-armed or
+    /// cancelled since): protocols check their own deadline table, so handling it twice is
+    /// harmless.
+    Timer {
+        /// Which timer.
+        timer: TimerId,
+    },
+    /// The failure detector reports that `peer` has failed. Detectors are fail-stop by
+    /// construction: the peer was killed before anyone is told, so the notice is never wrong.
+    PeerFailed {
+        /// The failed rank.
+        peer: Rank,
+    },
+    /// Silent corruption of local state, injected by a fault plan or the console.
+    Fault(LocalFault),
+    /// The driver ends the operation (an oracle in the simulator, a user cancel).
+    Stop,
+}
+
+/// A protocol-defined timer: a small kind plus an index (e.g. a peer for per-peer timeouts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TimerId {
+    /// Protocol-defined timer kind.
+    pub kind: u8,
+    /// Protocol-defined index (a peer rank, a round).
+    pub index: u32,
+}
+
+/// Which piece of local state a bit flip hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateVar {
+    /// Element `elem` of the local value / estimate vector.
+    Value {
+        /// Element index.
+        elem: u32,
+    },
+    /// The weight of a value/weight pair (Push-Sum).
+    Weight,
+    /// Element `elem` of the flow variable towards `peer` (Push-Flow family).
+    Flow {
+        /// The neighbour.
+        peer: Rank,
+        /// Element index.
+        elem: u32,
+    },
+}
+
+/// Silent data corruption of local state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocalFault {
+    /// Flip bit `bit` (numbered as in [`crate::bits`]) of `var`.
+    FlipBit {
+        /// The state variable.
+        var: StateVar,
+        /// The bit position.
+        bit: u32,
+    },
+}
+
+/// Why a protocol gave up on an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbortReason {
+    /// A peer the protocol cannot complete without has failed.
+    PeerFailed(Rank),
+    /// The driver stopped the operation before it completed.
+    Stopped,
+}
+
+/// Something a protocol reports to its driver.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Event {
+    /// A round / step finished locally.
+    RoundDone {
+        /// The round just finished (0-based).
+        round: u32,
+    },
+    /// The local result is final (the collective completed at this rank).
+    Completed,
+    /// The operation failed at this rank.
+    Aborted(AbortReason),
+    /// The protocol itself suspects a peer (a timeout, a corrupted checksum).
+    Suspected {
+        /// The suspected rank.
+        peer: Rank,
+    },
+    /// A frame was rejected.
+    Rejected {
+        /// The transport-level sender.
+        from: Rank,
+        /// Why.
+        error: FrameError,
+    },
+    /// A local fault was applied to state that exists.
+    FaultApplied(LocalFault),
+    /// A local fault named state this protocol does not have; nothing changed.
+    FaultIgnored(LocalFault),
+}
+
+/// A request to arm or disarm a timer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerRequest {
+    /// Deliver [`Input::Timer`] at or after `at`.
+    Set {
+        /// Which timer.
+        timer: TimerId,
+        /// The deadline.
+        at: Time,
+    },
+    /// The timer is no longer needed (drivers may still deliver it; protocols ignore it).
+    Cancel {
+        /// Which timer.
+        timer: TimerId,
+    },
+}
+
+/// One queued send: a frame in the outbox's arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct QueuedSend {
+    to: Rank,
+    first_word: u32,
+    len_bytes: u32,
+}
+
+/// What a protocol wants done, owned and reused by the caller so that handling an input does not
+/// allocate: frames are encoded into one growing arena of 8-byte words (keeping payloads aligned
+/// for in-place reading), and [`Outbox::clear`] keeps all capacity.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    words: Vec<u64>,
+    sends: Vec<QueuedSend>,
+    timers: Vec<TimerRequest>,
+    events: Vec<Event>,
+}
+
+impl Outbox {
+    /// An empty outbox.
+    pub fn new() -> Outbox {
+        Outbox::default()
+    }
+
+    /// Queues a frame for `to`.
+    pub fn send(&mut self, to: Rank, header: FrameHeader, payload: ValuesRef<'_>) {
+        let first_word = self.words.len() as u32;
+        let len_bytes = encode_into(&mut self.words, header, payload) as u32;
+        self.sends.push(QueuedSend {
+            to,
+            first_word,
+            len_bytes,
+        });
+    }
+
+    /// Arms `timer` for `at` (replacing an earlier deadline of the same timer).
+    pub fn set_timer(&mut self, timer: TimerId, at: Time) {
+        self.timers.push(TimerRequest::Set { timer, at });
+    }
+
+    /// Disarms `timer`.
+    pub fn cancel_timer(&mut self, timer: TimerId) {
+        self.timers.push(TimerRequest::Cancel { timer });
+    }
+
+    /// Reports an event.
+    pub fn emit(&mut self, event: Event) {
+        self.events.push(event);
+    }
+
+    /// Number of queued sends.
+    pub fn send_count(&self) -> usize {
+        self.sends.len()
+    }
+
+    /// The `i`-th queued send: destination and encoded bytes.
+    pub fn send_at(&self, i: usize) -> Option<(Rank, &[u8])> {
+        let send = self.sends.get(i)?;
+        let start = send.first_word as usize;
+        let words = self.words.get(start..)?;
+        let bytes: &[u8] = bytemuck::cast_slice(words);
+        Some((send.to, &bytes[..send.len_bytes as usize]))
+    }
+
+    /// The `i`-th queued send as its encoded words (8-byte aligned; the frame is the first
+    /// `len` bytes, `len` being the second value).
+    pub fn send_words_at(&self, i: usize) -> Option<(Rank, &[u64], usize)> {
+        let send = self.sends.get(i)?;
+        let start = send.first_word as usize;
+        let words = crate::wire::frame_words(send.len_bytes as usize - crate::wire::HEADER_BYTES);
+        Some((
+            send.to,
+            self.words.get(start..start + words)?,
+            send.len_bytes as usize,
+        ))
+    }
+
+    /// All queued sends, in order.
+    pub fn sends(&self) -> impl Iterator<Item = (Rank, &[u8])> + '_ {
+        (0..self.sends.len()).filter_map(|i| self.send_at(i))
+    }
+
+    /// Queued timer requests, in order.
+    pub fn timers(&self) -> &[TimerRequest] {
+        &self.timers
+    }
+
+    /// Reported events, in order.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.sends.is_empty() && self.timers.is_empty() && self.events.is_empty()
+    }
+
+    /// Forgets everything queued, keeping capacity.
+    pub fn clear(&mut self) {
+        self.words.clear();
+        self.sends.clear();
+        self.timers.clear();
+        self.events.clear();
+    }
+}
+
+/// Where a protocol instance is in its life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Waiting for [`Input::Start`].
+    #[default]
+    Idle,
+    /// Working.
+    Running,
+    /// The local result is final. A protocol may still answer peers (ERA serves requests after
+    /// returning).
+    Done,
+    /// Gave up (see the [`Event::Aborted`] it emitted).
+    Aborted,
+}
+
+/// Counters every protocol keeps, for status snapshots and reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Frames queued for sending.
+    pub messages_sent: u64,
+    /// Frames accepted.
+    pub messages_received: u64,
+    /// Frames rejected (malformed, wrong operation, unexpected).
+    pub frames_rejected: u64,
+    /// Failure notices received.
+    pub failures_noticed: u32,
+    /// Local faults applied.
+    pub faults_applied: u32,
+}
+
+/// Protocol-specific state shown by monitors; later protocols add variants.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub enum Detail {
+    /// Nothing beyond the common fields.
+    #[default]
+    None,
+    /// Recursive doubling and its approximate variant.
+    RecursiveDoubling {
+        /// Exchange steps completed.
+        steps_done: u32,
+        /// Exchange steps this rank takes in all (including fold steps).
+        steps_total: u32,
+        /// How many ranks' inputs the local value contains.
+        contributions: u64,
+    },
+}
+
+/// A snapshot of one rank, for monitors and reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankStatus {
+    /// Life cycle.
+    pub phase: Phase,
+    /// Rounds / iterations completed.
+    pub iteration: u32,
+    /// Common counters.
+    pub counters: Counters,
+    /// Protocol-specific detail.
+    pub detail: Detail,
+}
+
+/// A sans-IO collective protocol at one rank.
+pub trait Protocol {
+    /// Handles one input at time `now`, appending what must happen to `out`.
+    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox);
+
+    /// The current local estimate of the collective's result, written into `dst` (cleared
+    /// first). Before completion this is the protocol's best guess (gossip estimates converge);
+    /// protocols with no meaningful partial estimate write their current partial value.
+    fn estimate(&self, dst: &mut Vec<f64>);
+
+    /// Where the instance is in its life.
+    fn phase(&self) -> Phase;
+
+    /// A snapshot for monitors.
+    fn status(&self) -> RankStatus;
+}
+
+/// A small deadline table, for protocols with timers: arming replaces, and an expiry counts only
+/// if the timer is armed and its deadline has passed, so stale or repeated deliveries are harmless.
+/// Bounded by the number of distinct timers a protocol uses (its degree, at most).
+#[derive(Clone, Debug, Default)]
+pub struct TimerTable {
+    deadlines: Vec<(TimerId, Time)>,
+}
+
+impl TimerTable {
+    /// Arms `timer` at `at` and asks the driver for a wake-up.
+    pub fn arm(&mut self, timer: TimerId, at: Time, out: &mut Outbox) {
+        match self.deadlines.iter_mut().find(|(id, _)| *id == timer) {
+            Some(entry) => entry.1 = at,
+            None => self.deadlines.push((timer, at)),
+        }
+        out.set_timer(timer, at);
+    }
+
+    /// Disarms `timer`.
+    pub fn disarm(&mut self, timer: TimerId, out: &mut Outbox) {
+        let before = self.deadlines.len();
+        self.deadlines.retain(|(id, _)| *id != timer);
+        if self.deadlines.len() != before {
+            out.cancel_timer(timer);
+        }
+    }
+
+    /// True, and disarms it, if `timer` is armed with a deadline at or before `now`.
+    pub fn take_expired(&mut self, timer: TimerId, now: Time) -> bool {
+        match self
+            .deadlines
+            .iter()
+            .position(|(id, at)| *id == timer && *at <= now)
+        {
+            Some(i) => {
+                self.deadlines.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The earliest armed deadline.
+    pub fn next_deadline(&self) -> Option<Time> {
+        self.deadlines.iter().map(|(_, at)| *at).min()
+    }
+
+    /// Number of armed timers.
+    pub fn len(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    /// True when no timer is armed.
+    pub fn is_empty(&self) -> bool {
+        self.deadlines.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{AlgoId, OpId};
+
+    #[test]
+    fn outbox_reuses_capacity_and_keeps_frames_aligned() {
+        let mut out = Outbox::new();
+        for round in 0..3 {
+            let header = FrameHeader::new(AlgoId::Rdb, 1, OpId(1), Rank(0), round);
+            out.send(Rank(1), header, ValuesRef::F32(&[1.0, 2.0, 3.0]));
+            out.send(Rank(2), header, ValuesRef::F64(&[4.0]));
+            for (_, bytes) in out.sends() {
+                let frame = Frame::decode(bytes).unwrap();
+                assert!(frame.values().is_ok());
+            }
+            assert_eq!(out.send_count(), 2);
+            out.clear();
+            assert!(out.is_empty());
+        }
+    }
+
+    #[test]
+    fn timer_table_ignores_stale_and_repeated_expiries() {
+        let mut table = TimerTable::default();
+        let mut out = Outbox::new();
+        let t = TimerId { kind: 1, index: 4 };
+        table.arm(t, Time(10), &mut out);
+        table.arm(t, Time(20), &mut out);
+        assert!(
+            !table.take_expired(t, Time(10)),
+            "re-armed timer fired early"
+        );
+        assert!(table.take_expired(t, Time(20)));
+        assert!(!table.take_expired(t, Time(30)), "fired twice");
+        assert_eq!(table.next_deadline(), None);
+    }
+}

@@ -1,0 +1,55 @@
+//! The simulator's cost models.
+//!
+//! # LogP (default L = 10, o = 1, g = 1 steps, as paper 004)
+//! A rank that handles an input at `now` spends `o` steps per send: its k-th send (from 0)
+//! leaves at `now + (k+1)·max(o, g)` and arrives at the receiver `L` steps later. The receiver's
+//! CPU is busy for `o` steps per received message: a message arriving at `t` is handled at
+//! `max(t, busy_until) + o`. One pairwise exchange round thus costs `L + 2o` steps, and a
+//! recursive-doubling allreduce of `R` rounds ends at `R·(L + 2o)` (240 steps for 2^20 ranks).
+//!
+//! # Rounds
+//! The synchronous-round mode is LogP with `L = 1, o = g = 0`: everything sent in round `t`
+//! arrives at `t + 1`, before any round timer of `t + 1` fires (see `queue::EventClass`).
+
+/// Costs of communication in virtual time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CostModel {
+    /// Network latency L, in steps.
+    pub latency_steps: u64,
+    /// Send or receive CPU overhead o, in steps.
+    pub overhead_steps: u64,
+    /// Minimum gap g between consecutive sends of one rank, in steps.
+    pub gap_steps: u64,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel::logp(10, 1, 1)
+    }
+}
+
+impl CostModel {
+    /// LogP with the given parameters.
+    pub fn logp(latency_steps: u64, overhead_steps: u64, gap_steps: u64) -> CostModel {
+        CostModel {
+            latency_steps,
+            overhead_steps,
+            gap_steps,
+        }
+    }
+
+    /// Synchronous rounds: every message takes exactly one round.
+    pub fn rounds() -> CostModel {
+        CostModel::logp(1, 0, 0)
+    }
+
+    /// Steps between consecutive sends of one rank.
+    pub fn send_spacing(&self) -> u64 {
+        self.overhead_steps.max(self.gap_steps)
+    }
+
+    /// The cost of one pairwise exchange round: `L + 2o`.
+    pub fn exchange_round_steps(&self) -> u64 {
+        self.latency_steps + 2 * self.overhead_steps
+    }
+}

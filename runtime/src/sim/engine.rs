@@ -1,0 +1,581 @@
+//! The simulator's main loop.
+
+use std::collections::BTreeSet;
+
+use ftcoll_algos::bits::flip_in_bytes;
+use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, TimerId, TimerRequest};
+use ftcoll_algos::rng::SimRng;
+use ftcoll_algos::values::Dtype;
+use ftcoll_algos::wire::{Frame, HEADER_BYTES};
+use ftcoll_algos::{Rank, ReduceOp, Time, ValuesRef};
+
+use super::oracle::max_relative_error;
+use super::plan::{CompiledPlan, MessageFlip, TimedFault};
+use super::queue::{EventClass, EventQueue};
+use super::trace::TraceHash;
+use super::{
+    exact_aggregate, CrashCause, CrashRecord, DetectorModel, SimConfig, SimError, SimReport,
+};
+use crate::faults::{FlipTarget, MessageSelector};
+
+/// A simulator event.
+#[derive(Clone, Copy, Debug)]
+enum SimEvent {
+    Start(u32),
+    Deliver {
+        to: u32,
+        from: u32,
+        slot: u32,
+    },
+    Timer {
+        rank: u32,
+        timer: TimerId,
+    },
+    Notice {
+        to: u32,
+        failed: u32,
+    },
+    Fault(TimedFault),
+    /// The timeout detector's verdict on a silent rank.
+    Suspect(u32),
+}
+
+/// Per-rank bookkeeping of the simulator, kept small: 16 bytes a rank.
+#[derive(Clone, Copy, Debug, Default)]
+struct RankSlot {
+    /// The rank's CPU is busy (sending, receiving) until this step.
+    busy_until: u64,
+    /// CPU cost multiplier (1 = normal).
+    slow: u32,
+    alive: bool,
+    stopped: bool,
+}
+
+/// In-flight frames: reusable word buffers, so steady-state sends do not allocate.
+#[derive(Debug, Default)]
+struct MessageStore {
+    buffers: Vec<(Vec<u64>, usize)>,
+    free: Vec<u32>,
+}
+
+impl MessageStore {
+    fn insert(&mut self, words: &[u64], len: usize) -> u32 {
+        match self.free.pop() {
+            Some(slot) => {
+                let entry = &mut self.buffers[slot as usize];
+                entry.0.clear();
+                entry.0.extend_from_slice(words);
+                entry.1 = len;
+                slot
+            }
+            None => {
+                self.buffers.push((words.to_vec(), len));
+                (self.buffers.len() - 1) as u32
+            }
+        }
+    }
+
+    fn bytes_mut(&mut self, slot: u32) -> &mut [u8] {
+        let (words, len) = &mut self.buffers[slot as usize];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(words);
+        &mut bytes[..*len]
+    }
+
+    fn take(&mut self, slot: u32) -> (Vec<u64>, usize) {
+        std::mem::take(&mut self.buffers[slot as usize])
+    }
+
+    fn give_back(&mut self, slot: u32, buffer: (Vec<u64>, usize)) {
+        self.buffers[slot as usize] = buffer;
+        self.free.push(slot);
+    }
+}
+
+/// Stream id of the simulator's own draws (loss, detector jitter).
+const NETWORK_STREAM: u64 = 0x4E37_0000_0000_0002;
+
+/// A simulated run of one protocol over `n` ranks.
+pub struct Simulation<P: Protocol> {
+    config: SimConfig,
+    ranks: Vec<P>,
+    slots: Vec<RankSlot>,
+    inputs: Vec<f64>,
+    input_len: usize,
+    op: ReduceOp,
+    exact: Vec<f64>,
+    plan: CompiledPlan,
+    /// Messages sent so far by ranks with pending message flips.
+    sent_by_flipped: std::collections::BTreeMap<u32, u64>,
+    cut: BTreeSet<(u32, u32)>,
+    queue: EventQueue<SimEvent>,
+    messages: MessageStore,
+    rng: SimRng,
+    outbox: Outbox,
+    scratch: Vec<f64>,
+    trace: TraceHash,
+    report: SimReport,
+    stop_requested: bool,
+}
+
+impl<P: Protocol> Simulation<P> {
+    /// Sets up a run: `ranks[r]` is rank r's protocol instance, `inputs` holds `input_len`
+    /// values per rank (rank-major), and `op` defines the exact aggregate the oracle uses.
+    pub fn new(
+        config: SimConfig,
+        ranks: Vec<P>,
+        inputs: Vec<f64>,
+        input_len: usize,
+        op: ReduceOp,
+    ) -> Result<Simulation<P>, SimError> {
+        let n = u32::try_from(ranks.len()).map_err(|_| SimError::Setup("more than 2^32 ranks"))?;
+        if n == 0 {
+            return Err(SimError::Setup("a run needs at least one rank"));
+        }
+        if inputs.len() != ranks.len() * input_len {
+            return Err(SimError::Setup(
+                "inputs must hold input_len values per rank",
+            ));
+        }
+        let plan = CompiledPlan::compile(&config.faults, n, config.ranks_per_node, config.seed)?;
+        let exact = exact_aggregate(op, &inputs, input_len, |_| true);
+        let mut queue = EventQueue::default();
+        for (at, fault) in &plan.timed {
+            queue.push(*at, EventClass::Fault, SimEvent::Fault(*fault));
+        }
+        for rank in 0..n {
+            let at = plan.start_times.as_ref().map_or(0, |t| t[rank as usize]);
+            queue.push(Time(at), EventClass::Start, SimEvent::Start(rank));
+        }
+        let slot = RankSlot {
+            slow: 1,
+            alive: true,
+            ..RankSlot::default()
+        };
+        let report = SimReport {
+            n,
+            seed: config.seed,
+            max_rel_error: f64::INFINITY,
+            ..SimReport::default()
+        };
+        Ok(Simulation {
+            rng: SimRng::for_stream(config.seed, NETWORK_STREAM),
+            cut: plan.initially_cut.clone(),
+            sent_by_flipped: plan.message_flips.keys().map(|&r| (r, 0)).collect(),
+            config,
+            slots: vec![slot; n as usize],
+            ranks,
+            inputs,
+            input_len,
+            op,
+            exact,
+            plan,
+            queue,
+            messages: MessageStore::default(),
+            outbox: Outbox::new(),
+            scratch: Vec::new(),
+            trace: TraceHash::default(),
+            report,
+            stop_requested: false,
+        })
+    }
+
+    /// The protocol instances (for inspection after a run).
+    pub fn ranks(&self) -> &[P] {
+        &self.ranks
+    }
+
+    /// The exact aggregate over all inputs.
+    pub fn exact(&self) -> &[f64] {
+        &self.exact
+    }
+
+    /// Whether rank `r` is alive.
+    pub fn is_alive(&self, rank: Rank) -> bool {
+        self.slots.get(rank.index()).is_some_and(|s| s.alive)
+    }
+
+    /// Runs until no event is pending, or a bound is hit, and reports.
+    pub fn run(&mut self) -> SimReport {
+        let wall = std::time::Instant::now();
+        while let Some((at, class, event)) = self.queue.pop() {
+            if self.report.events >= self.config.max_events || at > self.config.max_time {
+                self.report.truncated = true;
+                break;
+            }
+            self.report.events += 1;
+            self.dispatch(at, class, event);
+            if self.stop_requested {
+                self.stop_requested = false;
+                self.stop_all(at);
+            }
+        }
+        self.finish();
+        self.report.wall_s = wall.elapsed().as_secs_f64();
+        self.report.clone()
+    }
+
+    fn dispatch(&mut self, at: Time, class: EventClass, event: SimEvent) {
+        match event {
+            SimEvent::Start(rank) => {
+                if let Some(now) = self.acquire_cpu(rank, at, class, event, 0) {
+                    self.trace.mix(0x5747 ^ u64::from(rank) ^ now.0 << 32);
+                    let len = self.input_len;
+                    let r = rank as usize;
+                    let data = &self.inputs[r * len..(r + 1) * len];
+                    self.ranks[r].handle(
+                        now,
+                        Input::Start {
+                            data: ValuesRef::F64(data),
+                        },
+                        &mut self.outbox,
+                    );
+                    self.after_handle(rank, now);
+                }
+            }
+            SimEvent::Deliver { to, from, slot } => self.deliver(at, class, to, from, slot),
+            SimEvent::Timer { rank, timer } => {
+                if let Some(now) = self.acquire_cpu(rank, at, class, event, 0) {
+                    self.trace
+                        .mix(0x7133 ^ u64::from(rank) ^ u64::from(timer.index) << 32);
+                    self.ranks[rank as usize].handle(now, Input::Timer { timer }, &mut self.outbox);
+                    self.after_handle(rank, now);
+                }
+            }
+            SimEvent::Notice { to, failed } => {
+                if let Some(now) = self.acquire_cpu(to, at, class, event, 0) {
+                    self.report.notices += 1;
+                    self.trace
+                        .mix(0x0071 ^ u64::from(to) ^ u64::from(failed) << 32);
+                    let input = Input::PeerFailed { peer: Rank(failed) };
+                    self.ranks[to as usize].handle(now, input, &mut self.outbox);
+                    self.after_handle(to, now);
+                }
+            }
+            SimEvent::Fault(fault) => self.strike(at, fault),
+            SimEvent::Suspect(rank) => {
+                if self.slots[rank as usize].alive {
+                    self.crash(rank, at, CrashCause::Fenced);
+                }
+                self.notify_survivors(rank, at);
+            }
+        }
+    }
+
+    /// The time at which `rank` handles an input arriving at `at` that costs `cost` steps of its
+    /// CPU, or `None` if the rank is dead or stopped, or busy (then the event is re-queued for
+    /// when it is free, keeping global time order).
+    fn acquire_cpu(
+        &mut self,
+        rank: u32,
+        at: Time,
+        class: EventClass,
+        event: SimEvent,
+        cost: u64,
+    ) -> Option<Time> {
+        let slot = &mut self.slots[rank as usize];
+        if !slot.alive || slot.stopped {
+            return None;
+        }
+        if slot.busy_until > at.0 {
+            self.queue.push(Time(slot.busy_until), class, event);
+            return None;
+        }
+        let now = at.0 + cost * u64::from(slot.slow);
+        slot.busy_until = now;
+        self.report.sim_time_steps = self.report.sim_time_steps.max(now);
+        Some(Time(now))
+    }
+
+    fn deliver(&mut self, at: Time, class: EventClass, to: u32, from: u32, slot_id: u32) {
+        let link = (from.min(to), from.max(to));
+        let target = self.slots[to as usize];
+        if !target.alive || target.stopped || self.cut.contains(&link) {
+            if self.cut.contains(&link) {
+                self.report.dropped_cut += 1;
+            } else {
+                self.report.dropped_dead += 1;
+            }
+            let buffer = self.messages.take(slot_id);
+            self.messages.give_back(slot_id, buffer);
+            return;
+        }
+        let event = SimEvent::Deliver {
+            to,
+            from,
+            slot: slot_id,
+        };
+        let Some(now) = self.acquire_cpu(to, at, class, event, self.config.cost.overhead_steps)
+        else {
+            return;
+        };
+        let buffer = self.messages.take(slot_id);
+        let bytes: &[u8] = bytemuck::cast_slice(&buffer.0);
+        let bytes = &bytes[..buffer.1];
+        self.trace
+            .mix(now.0 ^ u64::from(to) << 20 ^ u64::from(from) << 42);
+        self.trace.mix_bytes(bytes);
+        match Frame::decode(bytes) {
+            Ok(frame) => {
+                self.report.delivered += 1;
+                let input = Input::Message {
+                    from: Rank(from),
+                    frame,
+                };
+                self.ranks[to as usize].handle(now, input, &mut self.outbox);
+            }
+            Err(_) => self.report.rejected += 1,
+        }
+        self.messages.give_back(slot_id, buffer);
+        self.after_handle(to, now);
+    }
+
+    /// Carries out what a rank's outbox asks for, and clears it.
+    fn after_handle(&mut self, rank: u32, now: Time) {
+        // Taken out for the duration so that sends can borrow it while the simulator mutates
+        // itself; put back (with its capacity) at the end.
+        let mut outbox = std::mem::take(&mut self.outbox);
+        for &event in outbox.events() {
+            match event {
+                Event::RoundDone { round } => self.check_oracle(rank, round),
+                Event::Rejected { .. } => self.report.rejected += 1,
+                Event::FaultApplied(_) => self.report.state_flips += 1,
+                _ => {}
+            }
+        }
+        for &request in outbox.timers() {
+            if let TimerRequest::Set { timer, at } = request {
+                let at = at.max(now);
+                self.queue
+                    .push(at, EventClass::Timer, SimEvent::Timer { rank, timer });
+            }
+        }
+        let cost = self.config.cost;
+        let slow = u64::from(self.slots[rank as usize].slow);
+        let spacing = cost.send_spacing() * slow;
+        let mut departure = now.0;
+        for i in 0..outbox.send_count() {
+            let Some((to, words, len)) = outbox.send_words_at(i) else {
+                continue;
+            };
+            departure += spacing;
+            self.report.messages += 1;
+            assert!(
+                to.0 < self.report.n,
+                "protocol addressed rank {to} outside the run"
+            );
+            let flip = self.take_message_flip(rank, Time(departure));
+            let rate = self.plan.drop_rate(rank);
+            if rate > 0.0 && self.rng.chance(rate) {
+                self.report.dropped_loss += 1;
+                continue;
+            }
+            let slot = self.messages.insert(words, len);
+            if let Some(flip) = flip {
+                self.apply_message_flip(slot, flip.target);
+            }
+            // In round mode (o = 0) a slowed rank's messages take `slow` rounds.
+            let latency = if cost.overhead_steps == 0 {
+                cost.latency_steps * slow
+            } else {
+                cost.latency_steps
+            };
+            let arrival = Time(departure + latency);
+            let event = SimEvent::Deliver {
+                to: to.0,
+                from: rank,
+                slot,
+            };
+            self.queue.push(arrival, EventClass::Deliver, event);
+        }
+        let slot = &mut self.slots[rank as usize];
+        slot.busy_until = slot.busy_until.max(departure);
+        outbox.clear();
+        self.outbox = outbox;
+    }
+
+    fn take_message_flip(&mut self, rank: u32, departure: Time) -> Option<MessageFlip> {
+        let sent = self.sent_by_flipped.get_mut(&rank)?;
+        let index = *sent;
+        *sent += 1;
+        let flips = self.plan.message_flips.get_mut(&rank)?;
+        let pos = flips.iter().position(|f| match f.which {
+            MessageSelector::Nth(nth) => nth == index,
+            MessageSelector::AtOrAfter(at) => at.steps().is_ok_and(|t| departure.0 >= t),
+        })?;
+        Some(flips.remove(pos))
+    }
+
+    fn apply_message_flip(&mut self, slot: u32, target: FlipTarget) {
+        let bytes = self.messages.bytes_mut(slot);
+        let applied = match target {
+            FlipTarget::Raw { bit } => {
+                flip_in_bytes(bytes, 1, (bit / 8) as usize, (bit % 8) as u32)
+            }
+            FlipTarget::Payload { elem, bit } => {
+                let elem_bytes = bytes
+                    .get(5)
+                    .and_then(|&code| Dtype::from_u8(code))
+                    .map_or(0, Dtype::elem_bytes);
+                let payload = bytes.get_mut(HEADER_BYTES..).unwrap_or_default();
+                flip_in_bytes(payload, elem_bytes, elem as usize, bit)
+            }
+        };
+        if applied {
+            self.report.message_flips += 1;
+        }
+    }
+
+    fn strike(&mut self, at: Time, fault: TimedFault) {
+        self.trace.mix(0xFA17 ^ at.0);
+        match fault {
+            TimedFault::Crash(rank) => {
+                if self.slots[rank.index()].alive {
+                    self.crash(rank.0, at, CrashCause::Scripted);
+                    self.schedule_detection(rank.0, at);
+                }
+            }
+            TimedFault::FlipState(rank, fault) => {
+                let slot = self.slots[rank.index()];
+                if slot.alive && !slot.stopped {
+                    self.ranks[rank.index()].handle(at, Input::Fault(fault), &mut self.outbox);
+                    self.after_handle(rank.0, at);
+                }
+            }
+            TimedFault::Cut(a, b) => {
+                self.cut.insert((a.0.min(b.0), a.0.max(b.0)));
+            }
+            TimedFault::Slow(rank, factor) => {
+                self.slots[rank.index()].slow = factor.max(1);
+                if let DetectorModel::Timeout {
+                    period_steps,
+                    timeout_steps,
+                } = self.config.detector
+                {
+                    // A rank too slow to beat within the timeout looks hung to the detector.
+                    if period_steps.saturating_mul(u64::from(factor)) > timeout_steps {
+                        self.queue.push(
+                            at.after(ftcoll_algos::Duration(timeout_steps)),
+                            EventClass::Fault,
+                            SimEvent::Suspect(rank.0),
+                        );
+                    }
+                }
+            }
+            TimedFault::Stop(rank) => {
+                let slot = &mut self.slots[rank.index()];
+                if slot.alive && !slot.stopped {
+                    slot.stopped = true;
+                    self.schedule_detection(rank.0, at);
+                }
+            }
+        }
+    }
+
+    fn crash(&mut self, rank: u32, at: Time, cause: CrashCause) {
+        self.slots[rank as usize].alive = false;
+        self.trace.mix(0xDEAD ^ u64::from(rank) ^ at.0 << 32);
+        self.report.crashes.push(CrashRecord {
+            rank: Rank(rank),
+            at,
+            cause,
+            noticed_at: None,
+        });
+    }
+
+    /// Arranges for the detector to notice that `rank` went silent at `at`.
+    fn schedule_detection(&mut self, rank: u32, at: Time) {
+        match self.config.detector {
+            DetectorModel::Perfect { delay_steps } => {
+                // A stopped process is alive: a perfect detector of crashes never reports it.
+                if !self.slots[rank as usize].alive {
+                    let when = at.after(ftcoll_algos::Duration(delay_steps));
+                    self.queue
+                        .push(when, EventClass::Fault, SimEvent::Suspect(rank));
+                }
+            }
+            DetectorModel::Timeout {
+                period_steps,
+                timeout_steps,
+            } => {
+                // The last heartbeat went out up to one period before the silence began.
+                let jitter = if period_steps > 0 {
+                    self.rng.below(period_steps)
+                } else {
+                    0
+                };
+                let when = Time((at.0 + timeout_steps).saturating_sub(jitter).max(at.0));
+                self.queue
+                    .push(when, EventClass::Fault, SimEvent::Suspect(rank));
+            }
+        }
+    }
+
+    fn notify_survivors(&mut self, failed: u32, at: Time) {
+        if let Some(record) = self
+            .report
+            .crashes
+            .iter_mut()
+            .rev()
+            .find(|c| c.rank.0 == failed)
+        {
+            if record.noticed_at.is_some() {
+                return;
+            }
+            record.noticed_at = Some(at);
+        }
+        for to in 0..self.report.n {
+            if to != failed && self.slots[to as usize].alive {
+                self.queue
+                    .push(at, EventClass::Notice, SimEvent::Notice { to, failed });
+            }
+        }
+    }
+
+    fn check_oracle(&mut self, rank: u32, round: u32) {
+        let Some(stop) = self.config.oracle_stop else {
+            return;
+        };
+        if stop.watch.0 != rank || self.report.oracle_stop_round.is_some() {
+            return;
+        }
+        self.ranks[rank as usize].estimate(&mut self.scratch);
+        if max_relative_error(&self.scratch, &self.exact) <= stop.eps {
+            self.report.oracle_stop_round = Some(round + 1);
+            self.stop_requested = true;
+        }
+    }
+
+    fn stop_all(&mut self, at: Time) {
+        for rank in 0..self.report.n {
+            let slot = self.slots[rank as usize];
+            if slot.alive && !slot.stopped {
+                self.ranks[rank as usize].handle(at, Input::Stop, &mut self.outbox);
+                // Whatever a stopped rank still wants to send is moot: the run is over.
+                self.outbox.clear();
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        let mut worst: f64 = 0.0;
+        let mut any = false;
+        for (r, rank) in self.ranks.iter().enumerate() {
+            let status = rank.status();
+            self.report.rounds = self.report.rounds.max(status.iteration);
+            match rank.phase() {
+                Phase::Aborted => self.report.aborted += 1,
+                _ if !self.slots[r].alive => {}
+                Phase::Done => {
+                    self.report.completed += 1;
+                    rank.estimate(&mut self.scratch);
+                    worst = worst.max(max_relative_error(&self.scratch, &self.exact));
+                    any = true;
+                }
+                Phase::Idle | Phase::Running => self.report.incomplete += 1,
+            }
+        }
+        self.report.max_rel_error = if any { worst } else { f64::INFINITY };
+        self.report.trace_hash = self.trace.value();
+        let _ = self.op;
+    }
+}

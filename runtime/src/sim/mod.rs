@@ -1,0 +1,182 @@
+//! The deterministic discrete-event simulator.
+//!
+//! All ranks of a run live in one process as plain protocol state machines; virtual time advances
+//! from event to event, so idle ranks cost nothing. One `u64` seed drives every random draw
+//! (inputs, loss, start spread, detector jitter), and events at the same instant are processed in a
+//! fixed order, so a seed replays the same trace ([`SimReport::trace_hash`]).
+//!
+//! Faults reach protocols only as the papers model them: a crash is silence followed by a
+//! failure notice from the detector model; loss and cut links are missing messages; a bit flip is a
+//! changed bit in a message or an [`ftcoll_algos::Input::Fault`].
+
+pub mod cost;
+mod engine;
+pub mod inputs;
+pub mod oracle;
+pub mod plan;
+pub mod queue;
+pub mod trace;
+
+pub use cost::CostModel;
+pub use engine::Simulation;
+pub use inputs::{exact_aggregate, generate_inputs, InputKind};
+
+use ftcoll_algos::{Rank, Time};
+
+use crate::faults::FaultSpec;
+
+/// How failures are detected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DetectorModel {
+    /// Every survivor is told of a crash `delay_steps` after it (a perfect detector).
+    Perfect {
+        /// Detection delay.
+        delay_steps: u64,
+    },
+    /// Heartbeats every `period_steps`; a rank silent for `timeout_steps` is suspected. A
+    /// suspected rank that is still alive (stopped, or too slow to beat in time) is crashed first
+    /// (fenced), then survivors are told: the papers assume fail-stop, so no live rank may ever be
+    /// reported dead.
+    Timeout {
+        /// Heartbeat period.
+        period_steps: u64,
+        /// Silence before suspicion.
+        timeout_steps: u64,
+    },
+}
+
+impl Default for DetectorModel {
+    fn default() -> Self {
+        DetectorModel::Perfect { delay_steps: 0 }
+    }
+}
+
+/// The oracle-driven stop of approximate algorithms: when `watch` completes a round with a
+/// relative error at or below `eps`, every rank is stopped.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OracleStop {
+    /// Target relative error.
+    pub eps: f64,
+    /// The rank whose estimate decides.
+    pub watch: Rank,
+}
+
+/// Everything that defines a simulated run besides the protocol instances.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The seed of every random draw.
+    pub seed: u64,
+    /// Communication costs.
+    pub cost: CostModel,
+    /// Failure detection.
+    pub detector: DetectorModel,
+    /// Scripted faults.
+    pub faults: Vec<FaultSpec>,
+    /// Ranks per node, for node failures.
+    pub ranks_per_node: u32,
+    /// Bound on processed events; a run that reaches it is reported as truncated.
+    pub max_events: u64,
+    /// Bound on virtual time.
+    pub max_time: Time,
+    /// Oracle stop for approximate algorithms.
+    pub oracle_stop: Option<OracleStop>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 1,
+            cost: CostModel::default(),
+            detector: DetectorModel::default(),
+            faults: Vec::new(),
+            ranks_per_node: 1,
+            max_events: 10_000_000_000,
+            max_time: Time(u64::MAX / 2),
+            oracle_stop: None,
+        }
+    }
+}
+
+/// Why a rank crashed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashCause {
+    /// A scripted kill.
+    Scripted,
+    /// Suspected by the timeout detector while alive, and fenced.
+    Fenced,
+}
+
+/// One crash of the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashRecord {
+    /// The rank.
+    pub rank: Rank,
+    /// When it crashed.
+    pub at: Time,
+    /// Why.
+    pub cause: CrashCause,
+    /// When survivors were told (None if the run ended first).
+    pub noticed_at: Option<Time>,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SimReport {
+    /// Ranks.
+    pub n: u32,
+    /// The seed.
+    pub seed: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Frames sent by protocols.
+    pub messages: u64,
+    /// Frames handed to protocols.
+    pub delivered: u64,
+    /// Frames lost to random loss.
+    pub dropped_loss: u64,
+    /// Frames lost on cut links.
+    pub dropped_cut: u64,
+    /// Frames addressed to crashed or stopped ranks.
+    pub dropped_dead: u64,
+    /// Frames that failed to decode, or that protocols rejected.
+    pub rejected: u64,
+    /// Message bit flips applied.
+    pub message_flips: u64,
+    /// State bit flips applied by protocols.
+    pub state_flips: u64,
+    /// Failure notices delivered.
+    pub notices: u64,
+    /// Virtual time of the last handled input.
+    pub sim_time_steps: u64,
+    /// Most rounds any rank completed.
+    pub rounds: u32,
+    /// Max relative error over live ranks that completed (infinite if none did).
+    pub max_rel_error: f64,
+    /// Live ranks that completed.
+    pub completed: u32,
+    /// Ranks that aborted.
+    pub aborted: u32,
+    /// Live ranks that neither completed nor aborted.
+    pub incomplete: u32,
+    /// Crashes, in order.
+    pub crashes: Vec<CrashRecord>,
+    /// The round at which the oracle stopped the run.
+    pub oracle_stop_round: Option<u32>,
+    /// The run hit `max_events` or `max_time`.
+    pub truncated: bool,
+    /// Hash of the event trace.
+    pub trace_hash: u64,
+    /// Wall-clock seconds of `run`.
+    pub wall_s: f64,
+}
+
+/// A run that cannot be set up.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    /// The fault plan does not fit the run.
+    #[error(transparent)]
+    Plan(#[from] plan::PlanError),
+    /// Protocol instances, inputs and N disagree.
+    #[error("simulation set-up: {0}")]
+    Setup(&'static str),
+}
