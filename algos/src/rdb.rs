@@ -336,62 +336,73 @@ impl RecursiveDoubling {
                     return;
                 };
                 let early = self.early.swap_remove(pos);
-                if let Err(error) = self.absorb(step.kind, early) {
-                    // The payload was validated against the local shape on arrival.
-                    self.counters.frames_rejected += 1;
-                    out.emit(Event::Rejected {
-                        from: step.partner,
-                        error,
-                    });
-                    return;
-                }
+                self.absorb(step.kind, early.values.as_ref(), early.contributions);
             }
-            out.emit(Event::RoundDone { round: self.cursor });
-            self.cursor += 1;
-            self.sent_current = false;
+            self.finish_step(out);
         }
     }
 
-    fn absorb(&mut self, kind: RdbKind, early: Early) -> Result<(), FrameError> {
-        let unexpected = |what| FrameError::Unexpected {
-            from: u32::MAX,
-            what,
-        };
+    /// Folds a validated payload into the local value. Shapes were checked on arrival, so a
+    /// combine error here is a broken invariant.
+    fn absorb(&mut self, kind: RdbKind, values: ValuesRef<'_>, contributions: u64) {
         match kind {
             RdbKind::Result => {
-                self.value = early.values;
-                self.contributions = early.contributions;
+                self.value = values.to_owned_values();
+                self.contributions = contributions;
             }
             RdbKind::Fold | RdbKind::Exchange => {
-                self.value
-                    .combine(self.config.op, early.values.as_ref())
-                    .map_err(|_| unexpected("payload does not match the local vector"))?;
-                self.contributions = self.contributions.saturating_add(early.contributions);
+                let combined = self.value.combine(self.config.op, values);
+                debug_assert!(combined.is_ok(), "payload shape was validated on arrival");
+                self.contributions = self.contributions.saturating_add(contributions);
             }
         }
-        Ok(())
+    }
+
+    /// Marks the current step done and moves on.
+    fn finish_step(&mut self, out: &mut Outbox) {
+        out.emit(Event::RoundDone { round: self.cursor });
+        self.cursor += 1;
+        self.sent_current = false;
     }
 
     fn on_message(&mut self, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
-        match self.accept(from, &frame) {
-            Ok(early) => {
-                self.counters.messages_received += 1;
-                self.early.push(early);
-                if self.phase == Phase::Running {
-                    self.advance(out);
-                }
-            }
+        let (kind, number, values) = match self.accept(from, &frame) {
+            Ok(accepted) => accepted,
             Err(error) => {
                 self.counters.frames_rejected += 1;
                 out.emit(Event::Rejected { from, error });
+                return;
             }
+        };
+        self.counters.messages_received += 1;
+        let contributions = frame.header.aux;
+        let current = self.step_at(self.cursor);
+        let for_current_step = self.phase == Phase::Running
+            && current.is_some_and(|s| s.number == number && (!s.sends || self.sent_current));
+        if for_current_step {
+            // The common case: combine in place, reading straight from the frame.
+            self.absorb(kind, values, contributions);
+            self.finish_step(out);
+        } else {
+            self.early.push(Early {
+                number,
+                contributions,
+                values: values.to_owned_values(),
+            });
+        }
+        if self.phase == Phase::Running {
+            self.advance(out);
         }
     }
 
     /// Validates a frame against the schedule: right protocol and operation, a known kind, a step
     /// still ahead of us, from the partner of that step, not a duplicate, and a payload of the
     /// local shape.
-    fn accept(&self, from: Rank, frame: &Frame<'_>) -> Result<Early, FrameError> {
+    fn accept<'f>(
+        &self,
+        from: Rank,
+        frame: &Frame<'f>,
+    ) -> Result<(RdbKind, u32, ValuesRef<'f>), FrameError> {
         frame.check(self.algo(), self.config.op_id)?;
         let unexpected = |what| FrameError::Unexpected { from: from.0, what };
         let kind = RdbKind::from_u8(frame.header.kind).ok_or(FrameError::UnknownKind {
@@ -423,11 +434,7 @@ impl RecursiveDoubling {
         {
             return Err(unexpected("payload does not match the local vector"));
         }
-        Ok(Early {
-            number,
-            contributions: frame.header.aux,
-            values: values.to_owned_values(),
-        })
+        Ok((kind, number, values))
     }
 
     /// True if the rank still has to receive from `peer`. Sends to a failed rank are harmless

@@ -1,1 +1,84 @@
-fn main() {}
+//! `ftcoll-launch`: runs ftcoll collectives in the simulator (and, with the runtime, on real
+//! ranks), reproduces the papers' experiments, and benchmarks.
+
+mod bench;
+mod cli;
+mod report;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches};
+
+use cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    init_logging();
+    let parsed = Cli::command()
+        .after_help(cli::after_help())
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(error),
+    };
+    let result = match cli.command {
+        Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Experiment { name, full }) => experiment(&name, full),
+        None => run::run(&cli.run),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("ftcoll-launch: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Help and version go out as clap renders them; a usage error becomes one line.
+fn usage_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => error.exit(),
+        _ => {
+            let text = error.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("ftcoll-launch: error: {first} (see --help)");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Logs go to stderr through one filter, `FTCOLL_LOG` (default: warnings).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FTCOLL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// The experiments this build can run.
+const EXPERIMENTS: &[(&str, &str)] = &[];
+
+fn experiment(name: &str, _full: bool) -> anyhow::Result<()> {
+    if name == "list" {
+        if EXPERIMENTS.is_empty() {
+            println!(
+                "no experiments in this build yet; they arrive with the algorithms they reproduce"
+            );
+        }
+        for (name, what) in EXPERIMENTS {
+            println!("{name:<24} {what}");
+        }
+        return Ok(());
+    }
+    anyhow::bail!(
+        "unknown experiment '{name}'; `ftcoll-launch experiment list` shows the available ones"
+    )
+}

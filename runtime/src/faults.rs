@@ -17,7 +17,7 @@
 //! | `cut:link=R-S[,at=T]` | from time T, every message between R and S is lost, both ways |
 //! | `slow:rank=R,factor=F[,at=T]` | rank R's per-message CPU cost is F times the normal from T on |
 //! | `stop:rank=R[,at=T]` | rank R stops (as by SIGSTOP): alive but silent, for the timeout detector |
-//! | `spread:uniform=W` / `spread:normal=S` | ranks start at uniform [0,W] or \|normal(0,S)\| times |
+//! | `spread:uniform=W` / `spread:normal=S` | ranks start at uniform `[0, W]` or \|normal(0,S)\| times |
 //!
 //! Bits are numbered as in `ftcoll_algos::bits` (0 = least significant mantissa bit).
 

@@ -3,6 +3,8 @@
 //!
 //! - [`sim`]: all ranks in one process, virtual time, LogP costs, seeded faults and an oracle.
 //! - [`faults`]: the fault vocabulary shared by the simulator, `--fault` and the console.
+//! - [`job`]: the algorithm table and the entry point that runs a job in the simulator.
 
 pub mod faults;
+pub mod job;
 pub mod sim;

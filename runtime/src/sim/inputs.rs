@@ -73,7 +73,7 @@ pub fn exact_aggregate(
     len: usize,
     included: impl Fn(usize) -> bool,
 ) -> Vec<f64> {
-    let ranks = if len == 0 { 0 } else { inputs.len() / len };
+    let ranks = inputs.len().checked_div(len).unwrap_or(0);
     let members = || (0..ranks).filter(|&r| included(r));
     (0..len)
         .map(|e| {

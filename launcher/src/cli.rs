@@ -1,0 +1,138 @@
+//! Command-line interface of `ftcoll-launch`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Text after the flag list: the algorithm table and the fault syntax.
+pub fn after_help() -> String {
+    format!(
+        "ALGORITHMS (--algo):\n{}\n\
+FAULTS (--fault SPEC, repeatable; times in simulator steps, or with ns/us/ms/s on real runs):\n\
+  kill:rank=R[,at=T]                crash rank R at T (0 = before the operation)\n\
+  kill:rank=R,op=K                  crash rank R when operation K starts (real runs)\n\
+  kill-node:node=N[,at=T]           crash every rank of node N (see --ranks-per-node)\n\
+  flip-msg:rank=R,bit=B[,elem=E][,nth=K|,at=T]\n\
+                                    flip bit B (0 = lowest mantissa bit, 63 = sign) of element E\n\
+                                    of the K-th message rank R sends (or the first at/after T)\n\
+  flip-msg:rank=R,raw=B[,nth=K]     flip bit B of the encoded frame, header included\n\
+  flip-state:rank=R,var=value|weight|flow:P,bit=B[,elem=E][,at=T]\n\
+                                    flip a bit of a state variable of rank R\n\
+  drop:rank=R|all,rate=P            lose each message of R (or of everyone) with probability P\n\
+  cut:link=R-S[,at=T]               lose every message between R and S from T on\n\
+  slow:rank=R,factor=F[,at=T]       rank R's per-message CPU cost times F\n\
+  stop:rank=R[,at=T]                rank R hangs (alive, silent): the timeout detector fences it\n\
+  spread:uniform=W | spread:normal=S  start times uniform on [0,W] or |normal(0,S)|\n\n\
+ENVIRONMENT:\n\
+  FTCOLL_LOG   log filter (tracing EnvFilter syntax), e.g. FTCOLL_LOG=debug; logs go to stderr\n",
+        ftcoll_runtime::job::Algorithm::table()
+    )
+}
+
+/// ftcoll-launch: fault-tolerant collectives, simulated or on real ranks.
+#[derive(Debug, Parser)]
+#[command(name = "ftcoll-launch", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// A job other than a plain run.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// The run's flags.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Jobs other than a run.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Reproduce a figure of the papers (writes CSV and a plot).
+    Experiment {
+        /// The experiment's name; `list` shows them.
+        name: String,
+        /// Run at the paper's size instead of the small default.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Measure performance.
+    Bench(BenchArgs),
+}
+
+/// Flags of `ftcoll-launch bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// What to measure: `sim` (simulator events per second and bytes per rank).
+    pub name: String,
+    /// Ranks to simulate.
+    #[arg(short = 'n', long = "ranks", default_value_t = 1 << 20)]
+    pub n: u32,
+    /// Repetitions; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: u32,
+    /// Write the results as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Flags of a run.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Number of ranks.
+    #[arg(short = 'n', long = "ranks", default_value_t = 16)]
+    pub n: u32,
+    /// Algorithm (see the table below).
+    #[arg(long, default_value = "rdb")]
+    pub algo: String,
+    /// Run in the deterministic simulator (all ranks in this process, virtual time).
+    #[arg(long)]
+    pub sim: bool,
+    /// Seed of every random draw (inputs, faults, message order).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Accuracy target of approximate algorithms (relative error).
+    #[arg(long)]
+    pub eps: Option<f64>,
+    /// Step budget of approximate algorithms on real ranks (ARDB: exchanges).
+    #[arg(long)]
+    pub steps: Option<u32>,
+    /// Scripted fault (repeatable); syntax below.
+    #[arg(long = "fault", value_name = "SPEC")]
+    pub faults: Vec<String>,
+    /// Write the run's report as JSON (schema in the README).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Run headless: print a summary instead of opening the console.
+    #[arg(long)]
+    pub no_tui: bool,
+    /// Reduction operator: sum, avg, min, max.
+    #[arg(long, default_value = "sum")]
+    pub op: String,
+    /// Input distribution: uniform (0,1), int (0..=1000), ones, rank.
+    #[arg(long, default_value = "uniform")]
+    pub input: String,
+    /// Elements per rank.
+    #[arg(long, default_value_t = 1)]
+    pub len: usize,
+    /// Network topology: full, hypercube, torus, ring, bus.
+    #[arg(long)]
+    pub topology: Option<String>,
+    /// Ranks per node (node failures, hierarchical algorithms).
+    #[arg(long, default_value_t = 1)]
+    pub ranks_per_node: u32,
+    /// Simulator cost model: logp or rounds.
+    #[arg(long, default_value = "logp")]
+    pub cost: String,
+    /// LogP latency L in steps.
+    #[arg(long, default_value_t = 10)]
+    pub latency: u64,
+    /// LogP overhead o in steps.
+    #[arg(long, default_value_t = 1)]
+    pub overhead: u64,
+    /// LogP gap g in steps.
+    #[arg(long, default_value_t = 1)]
+    pub gap: u64,
+    /// Failure detector of the simulator: perfect:DELAY or timeout:PERIOD,TIMEOUT (steps).
+    #[arg(long, default_value = "perfect:0")]
+    pub detector: String,
+    /// Run the simulation twice and fail unless both traces hash the same.
+    #[arg(long)]
+    pub check_determinism: bool,
+}

@@ -1,0 +1,212 @@
+//! End-to-end runs of the `ftcoll-launch` binary.
+
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn launch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
+        .args(args)
+        .env_remove("FTCOLL_LOG")
+        .output()
+        .expect("ftcoll-launch runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ftcoll-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn a_simulated_run_writes_the_json_schema() {
+    let path = scratch("rdb.json");
+    let out = launch(&[
+        "--sim",
+        "-n",
+        "4096",
+        "--algo",
+        "rdb",
+        "--seed",
+        "9",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(json["n"], 4096);
+    assert_eq!(json["algo"], "rdb");
+    assert_eq!(json["rounds"], 12);
+    assert_eq!(json["messages"], 12 * 4096);
+    assert_eq!(json["sim_time_steps"], 12 * 12);
+    assert_eq!(json["seed"], 9);
+    assert!(json["max_rel_error"].as_f64().unwrap() < 1e-12);
+    assert!(json["wall_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(json["transport"], "sim");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("rounds            12"), "{stdout}");
+}
+
+#[test]
+fn faults_and_failures_reach_the_report() {
+    let path = scratch("faults.json");
+    let out = launch(&[
+        "--sim",
+        "-n",
+        "64",
+        "--fault",
+        "kill:rank=3,at=20",
+        "--fault",
+        "flip-msg:rank=9,bit=63",
+        "--detector",
+        "perfect:5",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(json["failures"][0]["rank"], 3);
+    assert_eq!(json["failures"][0]["at_steps"], 20);
+    assert_eq!(json["failures"][0]["noticed_at_steps"], 25);
+    assert_eq!(json["bit_flips"], 1);
+    assert!(json["ranks_aborted"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn ardb_stops_early_at_low_accuracy() {
+    let path = scratch("ardb.json");
+    let out = launch(&[
+        "--sim",
+        "-n",
+        "65536",
+        "--algo",
+        "ardb",
+        "--eps",
+        "1e-2",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let stop = json["oracle_stop_round"].as_u64().unwrap();
+    assert!(stop < 16, "ARDB needed {stop} of 16 rounds for 1e-2");
+}
+
+#[test]
+fn the_determinism_check_passes() {
+    let out = launch(&[
+        "--sim",
+        "-n",
+        "500",
+        "--fault",
+        "drop:rank=all,rate=0.05",
+        "--check-determinism",
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("determinism check passed"));
+}
+
+#[test]
+fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--sim", "--algo", "nosuch"], "unknown algorithm"),
+        (&["--sim", "-n", "0"], "at least one rank"),
+        (&["--sim", "--algo", "pfcc"], "not implemented yet"),
+        (
+            &["--sim", "-n", "12", "--topology", "hypercube"],
+            "power of two",
+        ),
+        (&["--sim", "--topology", "moebius"], "moebius"),
+        (&["--sim", "--fault", "kill:rank=x"], "bad value"),
+        (
+            &["--sim", "--fault", "explode:rank=1"],
+            "unknown fault kind",
+        ),
+        (
+            &["--sim", "-n", "8", "--fault", "kill:rank=99"],
+            "only 8 ranks",
+        ),
+        (&["--sim", "--op", "median"], "unknown reduction operator"),
+        (&["--sim", "--detector", "psychic"], "--detector"),
+        (&["--sim", "--algo", "ardb", "--eps", "3"], "--eps"),
+        (&["-n", "4"], "--sim"),
+        (&["experiment", "fig99"], "unknown experiment"),
+        (&["bench", "warp"], "unknown benchmark"),
+        (&["--sim", "-n", "abc"], "invalid value"),
+        (&["--sim", "--warp-drive"], "unexpected argument"),
+        (&["--sim", "--len", "0"], "--len"),
+    ];
+    for (args, needle) in cases {
+        let out = launch(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim_end().lines().count(),
+            1,
+            "{args:?}: not one line: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn help_lists_the_algorithms_and_the_fault_syntax() {
+    let out = launch(&["--help"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "rdb",
+        "ardb",
+        "era-agree",
+        "ftco-allreduce",
+        "flip-msg:rank=R",
+        "FTCOLL_LOG",
+    ] {
+        assert!(text.contains(needle), "--help lacks {needle}");
+    }
+}
+
+#[test]
+fn bench_sim_reports_throughput_and_memory() {
+    let path = scratch("bench.json");
+    let out = launch(&[
+        "bench",
+        "sim",
+        "-n",
+        "4096",
+        "--repeat",
+        "3",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(json["median_events_per_s"].as_f64().unwrap() > 0.0);
+    assert!(json["peak_rss_bytes_per_rank"].as_f64().is_some());
+}

@@ -1,0 +1,405 @@
+//! Jobs: which algorithm to run over which ranks, and the table of algorithm names the launcher,
+//! the console and the reports share.
+
+use std::fmt;
+
+use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
+use ftcoll_algos::topology::{Topology, TopologyError};
+use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp};
+
+use crate::sim::{
+    generate_inputs, InputKind, OracleStop, SimConfig, SimError, SimReport, Simulation,
+};
+
+/// Every algorithm name ftcoll knows, implemented or not yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Recursive doubling allreduce.
+    Rdb,
+    /// Approximate recursive doubling.
+    Ardb,
+    /// Push-Sum.
+    Ps,
+    /// Push-Flow.
+    Pf,
+    /// Push-Flow with local correction.
+    Pflc,
+    /// Push-Flow with cooperative correction.
+    Pfcc,
+    /// Push-cancel-flow.
+    Pcf,
+    /// Round-based Push-Sum with permutations.
+    Hps,
+    /// Round-based PFLC with permutation cycles.
+    Hpflc,
+    /// Corrected-tree reduce.
+    CorrectedReduce,
+    /// Corrected-tree broadcast.
+    CorrectedBcast,
+    /// Corrected-tree allreduce.
+    CorrectedAllreduce,
+    /// FTCO broadcast.
+    FtcoBcast,
+    /// FTCO reduce.
+    FtcoReduce,
+    /// FTCO allreduce.
+    FtcoAllreduce,
+    /// Early Returning Agreement.
+    EraAgree,
+}
+
+impl Algorithm {
+    /// All algorithms, in the order of the table.
+    pub const ALL: [Algorithm; 16] = [
+        Algorithm::Rdb,
+        Algorithm::Ardb,
+        Algorithm::Ps,
+        Algorithm::Pf,
+        Algorithm::Pflc,
+        Algorithm::Pfcc,
+        Algorithm::Pcf,
+        Algorithm::Hps,
+        Algorithm::Hpflc,
+        Algorithm::CorrectedReduce,
+        Algorithm::CorrectedBcast,
+        Algorithm::CorrectedAllreduce,
+        Algorithm::FtcoBcast,
+        Algorithm::FtcoReduce,
+        Algorithm::FtcoAllreduce,
+        Algorithm::EraAgree,
+    ];
+
+    /// The `--algo` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Rdb => "rdb",
+            Algorithm::Ardb => "ardb",
+            Algorithm::Ps => "ps",
+            Algorithm::Pf => "pf",
+            Algorithm::Pflc => "pflc",
+            Algorithm::Pfcc => "pfcc",
+            Algorithm::Pcf => "pcf",
+            Algorithm::Hps => "hps",
+            Algorithm::Hpflc => "hpflc",
+            Algorithm::CorrectedReduce => "corrected-reduce",
+            Algorithm::CorrectedBcast => "corrected-bcast",
+            Algorithm::CorrectedAllreduce => "corrected-allreduce",
+            Algorithm::FtcoBcast => "ftco-bcast",
+            Algorithm::FtcoReduce => "ftco-reduce",
+            Algorithm::FtcoAllreduce => "ftco-allreduce",
+            Algorithm::EraAgree => "era-agree",
+        }
+    }
+
+    /// One line on what it is and where it comes from.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Algorithm::Rdb => "recursive doubling allreduce, any N (000 Alg. 1)",
+            Algorithm::Ardb => {
+                "approximate recursive doubling: stops at eps or after --steps (000 Sec. 6.3)"
+            }
+            Algorithm::Ps => "Push-Sum gossip (000 Alg. 2)",
+            Algorithm::Pf => "Push-Flow gossip (000 Alg. 3)",
+            Algorithm::Pflc => "Push-Flow with local correction (000 Alg. 4)",
+            Algorithm::Pfcc => "Push-Flow with cooperative correction (000 Alg. 5)",
+            Algorithm::Pcf => "push-cancel-flow (003 Fig. 5)",
+            Algorithm::Hps => "round-based Push-Sum on random permutations (000 Sec. 6)",
+            Algorithm::Hpflc => "round-based PFLC on permutation cycles (000 Sec. 6)",
+            Algorithm::CorrectedReduce => "reduce with up-correction (001 Sec. 4)",
+            Algorithm::CorrectedBcast => "corrected-tree broadcast (001, PPoPP'19)",
+            Algorithm::CorrectedAllreduce => "corrected reduce + corrected broadcast (001 Sec. 5)",
+            Algorithm::FtcoBcast => "tree broadcast routing around failures (004)",
+            Algorithm::FtcoReduce => "tree reduce routing around failures (004)",
+            Algorithm::FtcoAllreduce => "tree allreduce routing around failures (004)",
+            Algorithm::EraAgree => "Early Returning Agreement (002)",
+        }
+    }
+
+    /// Whether this build runs it.
+    pub fn implemented(self) -> bool {
+        matches!(self, Algorithm::Rdb | Algorithm::Ardb)
+    }
+
+    /// Parses an `--algo` name.
+    pub fn parse(name: &str) -> Result<Algorithm, JobError> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| JobError::UnknownAlgorithm(name.to_string()))
+    }
+
+    /// The algorithm table as text, for `--help` and the README.
+    pub fn table() -> String {
+        let mut text = String::new();
+        for algo in Algorithm::ALL {
+            let state = if algo.implemented() { "" } else { " [not yet]" };
+            text.push_str(&format!(
+                "  {:<20} {}{}\n",
+                algo.name(),
+                algo.summary(),
+                state
+            ));
+        }
+        text
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn implemented_names() -> String {
+    Algorithm::ALL
+        .into_iter()
+        .filter(|a| a.implemented())
+        .map(Algorithm::name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A job that cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobError {
+    /// No such algorithm.
+    #[error("unknown algorithm '{0}'; see the table in --help (e.g. --algo rdb)")]
+    UnknownAlgorithm(String),
+    /// Named in the table but not in this build.
+    #[error("algorithm '{algo}' is not implemented yet; this build runs: {available}")]
+    NotImplemented {
+        /// The algorithm.
+        algo: Algorithm,
+        /// What is available.
+        available: String,
+    },
+    /// N = 0.
+    #[error("a job needs at least one rank; pass -n N with N >= 1")]
+    NoRanks,
+    /// A bad topology.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// A topology the algorithm cannot use.
+    #[error("{algo} exchanges along hypercube edges and cannot run on a {topology}; use --topology hypercube or full")]
+    TopologyUnsupported {
+        /// The algorithm.
+        algo: Algorithm,
+        /// The topology name.
+        topology: &'static str,
+    },
+    /// An operator the algorithm cannot compute.
+    #[error("{algo} cannot compute '{op}'; use sum or avg")]
+    OpUnsupported {
+        /// The algorithm.
+        algo: Algorithm,
+        /// The operator name.
+        op: &'static str,
+    },
+    /// An accuracy target outside (0, 1).
+    #[error("--eps must lie in (0, 1), got {0}")]
+    BadEps(f64),
+    /// The simulator refused the set-up.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+}
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSpec {
+    /// The algorithm.
+    pub algo: Algorithm,
+    /// Number of ranks.
+    pub n: u32,
+    /// The reduction operator.
+    pub op: ReduceOp,
+    /// How inputs are drawn.
+    pub input: InputKind,
+    /// Elements per rank.
+    pub input_len: usize,
+    /// Accuracy target of approximate algorithms (the simulator's oracle stop).
+    pub eps: Option<f64>,
+    /// Step budget of approximate algorithms.
+    pub steps: Option<u32>,
+    /// The network topology, if the user chose one.
+    pub topology: Option<Topology>,
+}
+
+impl JobSpec {
+    /// A job with defaults: sum of one uniform input per rank.
+    pub fn new(algo: Algorithm, n: u32) -> JobSpec {
+        JobSpec {
+            algo,
+            n,
+            op: ReduceOp::Sum,
+            input: InputKind::Uniform,
+            input_len: 1,
+            eps: None,
+            steps: None,
+            topology: None,
+        }
+    }
+
+    /// Checks everything that does not need a run.
+    pub fn validate(&self) -> Result<(), JobError> {
+        if self.n == 0 {
+            return Err(JobError::NoRanks);
+        }
+        if !self.algo.implemented() {
+            return Err(JobError::NotImplemented {
+                algo: self.algo,
+                available: implemented_names(),
+            });
+        }
+        if let Some(eps) = self.eps {
+            if !(eps > 0.0 && eps < 1.0) {
+                return Err(JobError::BadEps(eps));
+            }
+        }
+        match self.algo {
+            Algorithm::Rdb | Algorithm::Ardb => {
+                match self.topology {
+                    None
+                    | Some(Topology::FullyConnected { .. })
+                    | Some(Topology::Hypercube { .. }) => {}
+                    Some(other) => {
+                        return Err(JobError::TopologyUnsupported {
+                            algo: self.algo,
+                            topology: other.name(),
+                        })
+                    }
+                }
+                if self.algo == Algorithm::Ardb
+                    && !matches!(self.op, ReduceOp::Sum | ReduceOp::Average)
+                {
+                    return Err(JobError::OpUnsupported {
+                        algo: self.algo,
+                        op: self.op.name(),
+                    });
+                }
+                if !matches!(
+                    self.op,
+                    ReduceOp::Sum | ReduceOp::Average | ReduceOp::Min | ReduceOp::Max
+                ) {
+                    return Err(JobError::OpUnsupported {
+                        algo: self.algo,
+                        op: self.op.name(),
+                    });
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Runs `spec` in the simulator with `config` (whose oracle stop is set here for approximate
+/// algorithms given an eps).
+pub fn simulate(spec: &JobSpec, mut config: SimConfig) -> Result<SimReport, JobError> {
+    spec.validate()?;
+    let inputs = generate_inputs(spec.input, spec.n, spec.input_len, config.seed);
+    let op_id = OpId(1);
+    match spec.algo {
+        Algorithm::Rdb => {
+            let ranks = (0..spec.n)
+                .map(|r| RecursiveDoubling::new(RdbConfig::exact(Rank(r), spec.n, spec.op, op_id)))
+                .collect();
+            run(config, ranks, inputs, spec)
+        }
+        Algorithm::Ardb => {
+            if spec.steps.is_none() {
+                config.oracle_stop = Some(OracleStop {
+                    eps: spec.eps.unwrap_or(DEFAULT_ARDB_EPS),
+                    watch: RdbShape::new(spec.n).root(),
+                });
+            }
+            let ranks = (0..spec.n)
+                .map(|r| {
+                    RecursiveDoubling::new(RdbConfig::approximate(
+                        Rank(r),
+                        spec.n,
+                        spec.op,
+                        op_id,
+                        spec.steps,
+                    ))
+                })
+                .collect();
+            run(config, ranks, inputs, spec)
+        }
+        algo => Err(JobError::NotImplemented {
+            algo,
+            available: implemented_names(),
+        }),
+    }
+}
+
+/// ARDB's accuracy target when neither --eps nor --steps is given.
+pub const DEFAULT_ARDB_EPS: f64 = 1e-3;
+
+fn run<P: Protocol>(
+    config: SimConfig,
+    ranks: Vec<P>,
+    inputs: Vec<f64>,
+    spec: &JobSpec,
+) -> Result<SimReport, JobError> {
+    let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
+    Ok(sim.run())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_is_an_error() {
+        for algo in Algorithm::ALL {
+            assert_eq!(Algorithm::parse(algo.name()), Ok(algo));
+        }
+        assert!(matches!(
+            Algorithm::parse("allreduce"),
+            Err(JobError::UnknownAlgorithm(_))
+        ));
+    }
+
+    #[test]
+    fn bad_jobs_are_refused_before_running() {
+        assert_eq!(
+            JobSpec::new(Algorithm::Rdb, 0).validate(),
+            Err(JobError::NoRanks)
+        );
+        assert!(matches!(
+            JobSpec::new(Algorithm::Pf, 8).validate(),
+            Err(JobError::NotImplemented { .. })
+        ));
+        let mut torus = JobSpec::new(Algorithm::Rdb, 8);
+        torus.topology = Some(Topology::torus3d(8).unwrap());
+        assert!(matches!(
+            torus.validate(),
+            Err(JobError::TopologyUnsupported { .. })
+        ));
+        let mut eps = JobSpec::new(Algorithm::Ardb, 8);
+        eps.eps = Some(2.0);
+        assert_eq!(eps.validate(), Err(JobError::BadEps(2.0)));
+    }
+
+    #[test]
+    fn rdb_job_reports_the_formulas() {
+        let mut spec = JobSpec::new(Algorithm::Rdb, 1 << 10);
+        spec.input = InputKind::Integers;
+        let report = simulate(&spec, SimConfig::default()).unwrap();
+        assert_eq!(report.rounds, 10);
+        assert_eq!(report.messages, 10 << 10);
+        assert_eq!(report.sim_time_steps, 10 * 12);
+        assert_eq!(report.max_rel_error, 0.0);
+        assert_eq!(report.completed, 1 << 10);
+    }
+
+    #[test]
+    fn ardb_stops_at_the_oracle() {
+        let mut spec = JobSpec::new(Algorithm::Ardb, 1 << 12);
+        spec.eps = Some(1e-2);
+        let report = simulate(&spec, SimConfig::default()).unwrap();
+        let round = report.oracle_stop_round.unwrap();
+        assert!(round < 12, "stopped at {round}");
+        assert!(report.messages < 12 << 12);
+    }
+}

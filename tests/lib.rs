@@ -1,0 +1,1 @@
+//! Cross-crate integration tests of ftcoll; the tests themselves are in `tests/`.

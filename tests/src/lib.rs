@@ -1,1 +1,0 @@
-//! Cross-crate integration tests live in `tests/tests/`.
