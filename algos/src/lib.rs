@@ -9,6 +9,8 @@
 //! operators), [`wire`] (the frame layout), [`bits`] (bit-flip numbering), [`topology`] (graphs and
 //! trees), [`rng`] (explicitly seeded randomness).
 
+#![forbid(unsafe_code)]
+
 pub mod bits;
 pub mod protocol;
 pub mod rank;

@@ -13,8 +13,8 @@
 //! runs) or when the driver sends [`Input::Stop`] (the simulator's oracle, as in 000 Fig. 12).
 //!
 //! Faults: a lost partner message leaves the rank waiting, as the paper notes (the behaviour of
-//! recursive doubling under unreported loss is undefined); a failure notice for a partner that is
-//! still needed aborts the operation; a bit flip in a message or in the local value propagates
+//! recursive doubling under unreported loss is undefined); a failure notice for any rank aborts
+//! the operation while it runs; a bit flip in a message or in the local value propagates
 //! to every rank that message or value reaches, which is what 000 Fig. 2 measures.
 
 use crate::protocol::{
@@ -437,15 +437,6 @@ impl RecursiveDoubling {
         Ok((kind, number, values))
     }
 
-    /// True if the rank still has to receive from `peer`. Sends to a failed rank are harmless
-    /// (they go nowhere), so only pending receives make a failure fatal.
-    fn still_needs(&self, peer: Rank) -> bool {
-        (self.cursor..self.schedule_len()).any(|i| {
-            self.step_at(i)
-                .is_some_and(|s| s.partner == peer && s.receives)
-        })
-    }
-
     fn on_fault(&mut self, fault: LocalFault, out: &mut Outbox) {
         let LocalFault::FlipBit { var, bit } = fault;
         let applied = match var {
@@ -491,7 +482,11 @@ impl Protocol for RecursiveDoubling {
             Input::Timer { .. } => {}
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
-                if self.phase == Phase::Running && self.still_needs(peer) {
+                // Any failure fails the operation, not only a partner's: the ranks that need a
+                // dead partner cannot finish, so every rank waiting on them would hang. Aborting
+                // everywhere gives every survivor an error in bounded time, as ULFM's
+                // MPI_ERR_PROC_FAILED does; fault-tolerant algorithms are the way around it.
+                if self.phase == Phase::Running {
                     self.phase = Phase::Aborted;
                     out.emit(Event::Aborted(AbortReason::PeerFailed(peer)));
                 }

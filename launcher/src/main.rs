@@ -1,6 +1,8 @@
 //! `ftcoll-launch`: runs ftcoll collectives in the simulator (and, with the runtime, on real
 //! ranks), reproduces the papers' experiments, and benchmarks.
 
+#![forbid(unsafe_code)]
+
 mod bench;
 mod cli;
 mod report;

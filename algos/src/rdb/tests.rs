@@ -175,8 +175,8 @@ fn wrong_partner_duplicate_and_foreign_frames_are_rejected() {
 }
 
 #[test]
-fn failure_of_a_needed_partner_aborts_and_of_a_finished_one_does_not() {
-    let mut rank = RecursiveDoubling::new(RdbConfig::exact(Rank(0), 4, ReduceOp::Sum, OpId(1)));
+fn any_failure_while_running_aborts_and_after_completion_does_not() {
+    let mut rank = RecursiveDoubling::new(RdbConfig::exact(Rank(0), 2, ReduceOp::Sum, OpId(1)));
     let mut out = Outbox::new();
     rank.handle(
         Time::ZERO,
@@ -198,18 +198,29 @@ fn failure_of_a_needed_partner_aborts_and_of_a_finished_one_does_not() {
         },
         &mut out,
     );
+    assert_eq!(rank.phase(), Phase::Done);
     out.clear();
     rank.handle(Time::ZERO, Input::PeerFailed { peer: Rank(1) }, &mut out);
     assert_eq!(
         rank.phase(),
-        Phase::Running,
-        "finished partner's failure aborted"
+        Phase::Done,
+        "a failure after completion changed the result"
     );
-    rank.handle(Time::ZERO, Input::PeerFailed { peer: Rank(2) }, &mut out);
-    assert_eq!(rank.phase(), Phase::Aborted);
+
+    let mut running = RecursiveDoubling::new(RdbConfig::exact(Rank(0), 8, ReduceOp::Sum, OpId(1)));
+    running.handle(
+        Time::ZERO,
+        Input::Start {
+            data: ValuesRef::F64(&[1.0]),
+        },
+        &mut out,
+    );
+    out.clear();
+    running.handle(Time::ZERO, Input::PeerFailed { peer: Rank(7) }, &mut out);
+    assert_eq!(running.phase(), Phase::Aborted);
     assert_eq!(
         out.events(),
-        &[Event::Aborted(AbortReason::PeerFailed(Rank(2)))]
+        &[Event::Aborted(AbortReason::PeerFailed(Rank(7)))]
     );
 }
 
