@@ -54,6 +54,9 @@ pub enum Command {
     },
     /// Measure performance.
     Bench(BenchArgs),
+    /// One rank of the built-in job (started by the launcher, not by hand).
+    #[command(name = "__rank", hide = true)]
+    Rank(crate::live::rank_main::RankArgs),
 }
 
 /// Flags of `ftcoll-launch bench`.
@@ -135,4 +138,28 @@ pub struct RunArgs {
     /// Run the simulation twice and fail unless both traces hash the same.
     #[arg(long)]
     pub check_determinism: bool,
+    /// Data-plane transport of a real run: shm (one machine) or tcp.
+    #[arg(long, default_value = "shm")]
+    pub transport: String,
+    /// IP the control plane (and the TCP data plane) listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    /// Operations the built-in job runs.
+    #[arg(long, default_value_t = 1)]
+    pub ops: u64,
+    /// Heartbeat period of ranks to the launcher, in ms.
+    #[arg(long, default_value_t = 500)]
+    pub heartbeat_ms: u64,
+    /// A rank silent this long is killed, then reported failed, in ms.
+    #[arg(long, default_value_t = 3000)]
+    pub suspect_ms: u64,
+    /// Heartbeats every 25 ms, suspicion after 100 ms.
+    #[arg(long)]
+    pub aggressive_detector: bool,
+    /// Kill the whole job after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout_s: u64,
+    /// A program to start N times instead of the built-in job (after `--`).
+    #[arg(last = true, value_name = "PROGRAM")]
+    pub program: Vec<String>,
 }

@@ -5,6 +5,7 @@
 
 mod bench;
 mod cli;
+mod live;
 mod report;
 mod run;
 
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Experiment { name, full }) => experiment(&name, full),
+        Some(Command::Rank(args)) => return live::rank_main::main(&args),
         None => run::run(&cli.run),
     };
     match result {

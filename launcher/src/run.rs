@@ -86,10 +86,10 @@ fn parse_detector(text: &str) -> anyhow::Result<DetectorModel> {
 
 /// Runs the job the flags describe.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let (spec, config) = job_from_args(args)?;
     if !args.sim {
-        bail!("runs on real ranks need the runtime's transports, which this build does not have yet; add --sim to simulate");
+        return run_live(args);
     }
+    let (spec, config) = job_from_args(args)?;
     let report = simulate(&spec, config.clone())?;
     if args.check_determinism {
         let again = simulate(&spec, config)?;
@@ -152,4 +152,111 @@ fn print_summary(spec: &JobSpec, report: &SimReport) {
     if report.truncated {
         println!("  warning: the run hit the simulator's event or time bound and was cut short");
     }
+}
+
+/// A job on real rank processes.
+fn run_live(args: &RunArgs) -> anyhow::Result<()> {
+    use ftcoll_runtime::transport::TransportKind;
+
+    use crate::live::{BuiltinJob, LiveSpec};
+
+    if args.n == 0 {
+        bail!("a job needs at least one rank; pass -n N with N >= 1");
+    }
+    let transport = TransportKind::parse(&args.transport)?;
+    if !transport.compiled_in() {
+        return Err(ftcoll_runtime::transport::TransportError::NotCompiledIn(transport).into());
+    }
+    let faults = args
+        .faults
+        .iter()
+        .map(|spec| FaultSpec::parse(spec).with_context(|| format!("in --fault {spec}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for rank in 0..args.n.min(1) {
+        // Rank-side faults are checked here too, so a bad unit fails before anything starts.
+        ftcoll_runtime::rank_faults::RankFaults::for_rank(&faults, ftcoll_algos::Rank(rank), 0)?;
+    }
+    if let Some((program, program_args)) = args.program.split_first() {
+        let spec = LiveSpec {
+            args,
+            program: program.clone(),
+            program_args: program_args.to_vec(),
+            builtin: false,
+            transport,
+            faults,
+        };
+        let outcome = crate::live::run(&spec)?;
+        println!(
+            "{} ranks of {} ({}): wall {:.3} s, launch + wire-up {}",
+            args.n,
+            program,
+            transport,
+            outcome.wall_s,
+            outcome
+                .wireup_s
+                .map_or("incomplete".into(), |w| format!("{w:.3} s"))
+        );
+        outcome.print_failures();
+        if !outcome.failures.is_empty() || outcome.timed_out {
+            bail!("{} of {} ranks failed", outcome.failures.len(), args.n);
+        }
+        return Ok(());
+    }
+    let algo = Algorithm::parse(&args.algo)?;
+    if algo != Algorithm::Rdb {
+        bail!("real runs support --algo rdb in this build (others run with --sim, or arrive with their work items)");
+    }
+    let op = ReduceOp::parse(&args.op)?;
+    let input = InputKind::parse(&args.input).with_context(|| {
+        format!(
+            "unknown input '{}'; use uniform, int, ones or rank",
+            args.input
+        )
+    })?;
+    if args.len == 0 {
+        bail!("--len must be at least 1");
+    }
+    let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
+    let spec = LiveSpec {
+        args,
+        program: exe.to_string_lossy().into_owned(),
+        program_args: vec![
+            "__rank".into(),
+            "--algo".into(),
+            args.algo.clone(),
+            "--op".into(),
+            args.op.clone(),
+            "--input".into(),
+            args.input.clone(),
+            "--len".into(),
+            args.len.to_string(),
+            "--seed".into(),
+            args.seed.to_string(),
+            "--ops".into(),
+            args.ops.to_string(),
+        ],
+        builtin: true,
+        transport,
+        faults,
+    };
+    let outcome = crate::live::run(&spec)?;
+    let job = BuiltinJob {
+        algo: args.algo.clone(),
+        op,
+        input,
+        len: args.len,
+        seed: args.seed,
+        ops: args.ops,
+        rounds: ftcoll_algos::rdb::RdbShape::new(args.n).rounds(),
+    };
+    let report = outcome.builtin_report(&job);
+    outcome.print_builtin(&report);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if outcome.timed_out {
+        bail!("the job timed out");
+    }
+    Ok(())
 }

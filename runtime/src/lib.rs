@@ -5,6 +5,12 @@
 //! - [`faults`]: the fault vocabulary shared by the simulator, `--fault` and the console.
 //! - [`job`]: the algorithm table and the entry point that runs a job in the simulator.
 
+pub mod comm;
+pub mod control;
+pub mod env;
+pub mod exec;
 pub mod faults;
 pub mod job;
+pub mod rank_faults;
 pub mod sim;
+pub mod transport;

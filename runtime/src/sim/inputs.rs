@@ -44,23 +44,23 @@ impl InputKind {
 /// Stream id for input draws, kept apart from fault and protocol streams of the same seed.
 const INPUT_STREAM: u64 = 0x1A9B_0000_0000_0000;
 
-/// The `len` input elements of every rank, rank-major: rank r owns `[r*len, (r+1)*len)`. Rank
-/// r's values depend only on (seed, r), so any subset of ranks can be regenerated alone.
+/// The `len` input elements of one rank: a function of (seed, rank) only, so a real rank draws
+/// its own input and the launcher reproduces all of them for the oracle.
+pub fn rank_inputs(kind: InputKind, rank: u32, len: usize, seed: u64) -> Vec<f64> {
+    let mut rng = SimRng::for_stream(seed, INPUT_STREAM ^ u64::from(rank));
+    match kind {
+        InputKind::Uniform => (0..len).map(|_| rng.next_open01()).collect(),
+        InputKind::Integers => (0..len).map(|_| rng.below(1001) as f64).collect(),
+        InputKind::Ones => vec![1.0; len],
+        InputKind::RankId => vec![f64::from(rank); len],
+    }
+}
+
+/// The `len` input elements of every rank, rank-major: rank r owns `[r*len, (r+1)*len)`.
 pub fn generate_inputs(kind: InputKind, n: u32, len: usize, seed: u64) -> Vec<f64> {
     let mut inputs = Vec::with_capacity(n as usize * len);
     for rank in 0..n {
-        match kind {
-            InputKind::Uniform => {
-                let mut rng = SimRng::for_stream(seed, INPUT_STREAM ^ u64::from(rank));
-                inputs.extend((0..len).map(|_| rng.next_open01()));
-            }
-            InputKind::Integers => {
-                let mut rng = SimRng::for_stream(seed, INPUT_STREAM ^ u64::from(rank));
-                inputs.extend((0..len).map(|_| rng.below(1001) as f64));
-            }
-            InputKind::Ones => inputs.extend(std::iter::repeat_n(1.0, len)),
-            InputKind::RankId => inputs.extend(std::iter::repeat_n(f64::from(rank), len)),
-        }
+        inputs.extend(rank_inputs(kind, rank, len, seed));
     }
     inputs
 }

@@ -19,7 +19,7 @@ pub mod trace;
 
 pub use cost::CostModel;
 pub use engine::Simulation;
-pub use inputs::{exact_aggregate, generate_inputs, InputKind};
+pub use inputs::{exact_aggregate, generate_inputs, rank_inputs, InputKind};
 
 use ftcoll_algos::{Rank, Time};
 

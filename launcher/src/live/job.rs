@@ -1,0 +1,622 @@
+//! The launcher's main loop for a real job.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use ftcoll_runtime::control::{FailureCause, OpReport};
+use ftcoll_runtime::faults::{FaultSpec, KillTime};
+use ftcoll_runtime::rank_faults::wall_time;
+use ftcoll_runtime::transport::shm::segment::{Geometry, Segment};
+use ftcoll_runtime::transport::shm::{DEFAULT_LANES, DEFAULT_LANE_BYTES};
+use ftcoll_runtime::transport::TransportKind;
+use mio::net::TcpListener;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+
+use super::report::{FailureRecord, LiveOutcome};
+use super::server::{failure_notice, Conn, Refusal, Request};
+use super::spawn::{raise_fd_limit, random_bytes, spawn_rank, JobEnv};
+use crate::cli::RunArgs;
+
+const LISTENER: Token = Token(0);
+const PIDFD_BASE: usize = 1;
+const CONN_BASE: usize = 1 << 32;
+/// A rank must register within this long of being started.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the launcher knows of one rank.
+#[derive(Default)]
+struct RankSlot {
+    child: Option<Child>,
+    pidfd: Option<OwnedFd>,
+    pid: u32,
+    conn: Option<usize>,
+    address: Option<String>,
+    last_heartbeat: Option<Instant>,
+    finished: bool,
+    exited: bool,
+    /// Set when the launcher killed it on suspicion: reported with this cause once dead.
+    fenced: Option<FailureCause>,
+    stopped: bool,
+    pss_kb: u64,
+    reports: Vec<OpReport>,
+}
+
+/// A launcher-side scripted fault.
+#[derive(Clone, Copy, Debug)]
+enum LauncherFault {
+    Kill(u32),
+    Stop(u32),
+}
+
+/// What the run needs from the command line.
+pub struct LiveSpec<'a> {
+    /// The flags.
+    pub args: &'a RunArgs,
+    /// The program each rank runs, and its arguments.
+    pub program: String,
+    /// Its arguments.
+    pub program_args: Vec<String>,
+    /// Built-in job (ranks report results) or a user program.
+    pub builtin: bool,
+    /// Transport.
+    pub transport: TransportKind,
+    /// Fault specs.
+    pub faults: Vec<FaultSpec>,
+}
+
+/// Runs a real job and returns what happened.
+pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
+    let args = spec.args;
+    let n = args.n;
+    raise_fd_limit(2 * u64::from(n) + 64)?;
+    let job_id = u64::from_le_bytes(random_bytes(8)?.try_into().unwrap_or_default());
+    let secret = random_bytes(32)?;
+    let bind: std::net::SocketAddr = format!("{}:0", args.bind)
+        .parse()
+        .with_context(|| format!("--bind {} is not an IP address", args.bind))?;
+    let mut listener =
+        TcpListener::bind(bind).with_context(|| format!("cannot listen on {bind}"))?;
+    let control_addr = listener.local_addr()?.to_string();
+    let segment = match spec.transport {
+        TransportKind::Shm => {
+            let lane_bytes = std::env::var("FTCOLL_SHM_LANE_BYTES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(if n > 512 {
+                    DEFAULT_LANE_BYTES / 4
+                } else {
+                    DEFAULT_LANE_BYTES
+                });
+            let geometry = Geometry {
+                ranks: n,
+                lanes: DEFAULT_LANES,
+                lane_bytes,
+            };
+            Some(Segment::create(geometry, job_id).context("creating the shared-memory segment")?)
+        }
+        _ => None,
+    };
+    let (heartbeat_ms, suspect_ms) = if args.aggressive_detector {
+        (25, 100)
+    } else {
+        (args.heartbeat_ms, args.suspect_ms)
+    };
+    if suspect_ms <= heartbeat_ms {
+        bail!("--suspect-ms ({suspect_ms}) must exceed --heartbeat-ms ({heartbeat_ms})");
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u32;
+    let ranks_per_node = if args.ranks_per_node == 0 {
+        n
+    } else {
+        args.ranks_per_node.min(n)
+    };
+    let env = JobEnv {
+        size: n,
+        job_id,
+        control_addr: control_addr.clone(),
+        secret: secret.clone(),
+        transport: spec.transport.name(),
+        shm_fd: segment.as_ref().map(Segment::raw_fd),
+        bind_ip: args.bind.clone(),
+        ranks_per_node,
+        heartbeat_ms,
+        // Spinning only pays when every rank of the node has a core to spin on.
+        spin_us: if ranks_per_node.min(n) <= cores {
+            50
+        } else {
+            0
+        },
+        faults: args.faults.join(";"),
+    };
+    let launcher_faults = launcher_faults(&spec.faults, n, ranks_per_node)?;
+
+    let mut poll = Poll::new()?;
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let started = Instant::now();
+    let mut ranks: Vec<RankSlot> = (0..n).map(|_| RankSlot::default()).collect();
+    for (r, slot) in ranks.iter_mut().enumerate() {
+        let spawned = spawn_rank(
+            &env,
+            r as u32,
+            &spec.program,
+            &spec.program_args,
+            spec.builtin,
+        )?;
+        slot.pid = spawned.child.id();
+        poll.registry().register(
+            &mut SourceFd(&spawned.pidfd.as_raw_fd()),
+            Token(PIDFD_BASE + r),
+            Interest::READABLE,
+        )?;
+        slot.child = Some(spawned.child);
+        slot.pidfd = Some(spawned.pidfd);
+    }
+    // The segment's descriptor has been inherited; the launcher's mapping can go.
+    drop(segment);
+    let spawned_s = started.elapsed().as_secs_f64();
+    tracing::info!(n, spawned_s, "ranks started");
+
+    let mut state = Loop {
+        ranks,
+        conns: Vec::new(),
+        free_conns: Vec::new(),
+        pending_resolves: BTreeMap::new(),
+        failures: Vec::new(),
+        registered_count: 0,
+        wired_at: None,
+        started,
+        secret,
+        suspect: Duration::from_millis(suspect_ms),
+        launcher_faults,
+        registered_pids: BTreeMap::new(),
+    };
+    let job_timeout = Duration::from_secs(args.timeout_s);
+    let mut events = Events::with_capacity(1024);
+    let tick = Duration::from_millis((heartbeat_ms / 2).clamp(5, 250));
+    let mut timed_out = false;
+    while state.ranks.iter().any(|r| !r.exited) {
+        if started.elapsed() > job_timeout {
+            timed_out = true;
+            tracing::error!("job exceeded --timeout-s {}; killing it", args.timeout_s);
+            state.kill_all();
+            state.reap_all_blocking();
+            break;
+        }
+        poll.poll(&mut events, Some(tick))?;
+        for event in events.iter() {
+            match event.token() {
+                LISTENER => state.accept(&mut poll, &mut listener)?,
+                Token(t) if (PIDFD_BASE..PIDFD_BASE + n as usize).contains(&t) => {
+                    state.reaped(&mut poll, (t - PIDFD_BASE) as u32)?
+                }
+                Token(t) if t >= CONN_BASE => {
+                    state.conn_event(&mut poll, t - CONN_BASE, event.is_readable())?
+                }
+                _ => {}
+            }
+        }
+        state.check_liveness(n);
+        state.apply_launcher_faults();
+        state.flush_all(&mut poll)?;
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    Ok(LiveOutcome {
+        n,
+        transport: spec.transport,
+        wall_s,
+        spawn_s: spawned_s,
+        wireup_s: state.wired_at.map(|t| t.as_secs_f64()),
+        failures: state.failures,
+        reports: state.ranks.iter().map(|r| r.reports.clone()).collect(),
+        pss_kb: state.ranks.iter().map(|r| r.pss_kb).collect(),
+        launcher_pss_kb: ftcoll_runtime::comm::own_pss_kb(),
+        timed_out,
+        unfinished: state.ranks.iter().filter(|r| !r.finished).count() as u32,
+    })
+}
+
+/// Faults the launcher applies (from outside the ranks), with their times after wire-up.
+fn launcher_faults(
+    specs: &[FaultSpec],
+    n: u32,
+    per_node: u32,
+) -> anyhow::Result<Vec<(Duration, LauncherFault)>> {
+    let mut planned = Vec::new();
+    let check = |rank: u32| -> anyhow::Result<u32> {
+        if rank >= n {
+            bail!("fault names rank {rank}, but the job has only {n} ranks (0..{n})");
+        }
+        Ok(rank)
+    };
+    for spec in specs {
+        match *spec {
+            FaultSpec::Kill {
+                rank,
+                at: KillTime::At(at),
+            } => planned.push((wall_time(at)?, LauncherFault::Kill(check(rank.0)?))),
+            FaultSpec::Kill {
+                rank,
+                at: KillTime::Operation(_),
+            } => {
+                check(rank.0)?;
+            }
+            FaultSpec::KillNode { node, at } => {
+                let first = node.checked_mul(per_node).filter(|&f| f < n).with_context(|| {
+                    format!("fault names node {node}, but {n} ranks at {per_node} per node make {} nodes", n.div_ceil(per_node))
+                })?;
+                for rank in first..(first + per_node).min(n) {
+                    planned.push((wall_time(at)?, LauncherFault::Kill(rank)));
+                }
+            }
+            FaultSpec::Stop { rank, at } => {
+                planned.push((wall_time(at)?, LauncherFault::Stop(check(rank.0)?)))
+            }
+            FaultSpec::FlipMessage { rank, .. }
+            | FaultSpec::FlipState { rank, .. }
+            | FaultSpec::Slow { rank, .. } => {
+                check(rank.0)?;
+            }
+            FaultSpec::Cut { a, b, .. } => {
+                check(a.0)?;
+                check(b.0)?;
+            }
+            FaultSpec::Drop {
+                rank: Some(rank), ..
+            } => {
+                check(rank.0)?;
+            }
+            FaultSpec::Drop { rank: None, .. } | FaultSpec::Spread(_) => {}
+        }
+    }
+    planned.sort_by_key(|(at, _)| *at);
+    Ok(planned)
+}
+
+struct Loop {
+    ranks: Vec<RankSlot>,
+    conns: Vec<Option<Conn>>,
+    free_conns: Vec<usize>,
+    /// Address lookups waiting for the peer to register: peer → askers.
+    pending_resolves: BTreeMap<u32, Vec<u32>>,
+    failures: Vec<FailureRecord>,
+    registered_count: u32,
+    wired_at: Option<Duration>,
+    started: Instant,
+    secret: Vec<u8>,
+    suspect: Duration,
+    launcher_faults: Vec<(Duration, LauncherFault)>,
+    registered_pids: BTreeMap<u32, u32>,
+}
+
+impl Loop {
+    fn accept(&mut self, poll: &mut Poll, listener: &mut TcpListener) -> anyhow::Result<()> {
+        // Accept everything pending; the backlog bounds this loop.
+        loop {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    let nonce: [u8; 16] = random_bytes(16)?.try_into().unwrap_or_default();
+                    let index = self.free_conns.pop().unwrap_or_else(|| {
+                        self.conns.push(None);
+                        self.conns.len() - 1
+                    });
+                    poll.registry().register(
+                        &mut stream,
+                        Token(CONN_BASE + index),
+                        Interest::READABLE | Interest::WRITABLE,
+                    )?;
+                    self.conns[index] = Some(Conn::new(stream, nonce));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a control connection failed");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn close_conn(&mut self, poll: &mut Poll, index: usize, why: Option<String>) {
+        if let Some(mut conn) = self.conns.get_mut(index).and_then(Option::take) {
+            let _ = poll.registry().deregister(&mut conn.stream);
+            if let Some(why) = why {
+                tracing::warn!(rank = ?conn.rank, "refused a control connection: {why}");
+            }
+            if let Some(rank) = conn.rank {
+                let slot = &mut self.ranks[rank as usize];
+                slot.conn = None;
+                // A rank that drops its control connection while alive and unfinished cannot be
+                // told of failures any more: treat it as failed, killing it first.
+                if !slot.exited && !slot.finished && slot.fenced.is_none() {
+                    self.fence(rank, FailureCause::ControlLost);
+                }
+            }
+            self.free_conns.push(index);
+        }
+    }
+
+    fn conn_event(&mut self, poll: &mut Poll, index: usize, readable: bool) -> anyhow::Result<()> {
+        let registered: BTreeMap<u32, u32> = self.registered_pids.clone();
+        let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
+            return Ok(());
+        };
+        if let Err(refusal) = conn.flush() {
+            self.close_conn(poll, index, refusal_reason(refusal));
+            return Ok(());
+        }
+        if !readable {
+            return Ok(());
+        }
+        let (requests, closed) = conn.read(&self.secret, self.ranks.len() as u32, &registered);
+        for request in requests {
+            self.handle(index, request);
+        }
+        if let Some(refusal) = closed {
+            self.close_conn(poll, index, refusal_reason(refusal));
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, conn: usize, request: Request) {
+        match request {
+            Request::Registered { rank, pid, address } => {
+                let slot = &mut self.ranks[rank as usize];
+                if slot.pid != pid {
+                    tracing::debug!(
+                        rank,
+                        pid,
+                        spawned = slot.pid,
+                        "rank registered from another process than the one started"
+                    );
+                }
+                slot.conn = Some(conn);
+                slot.address = Some(address.clone());
+                slot.last_heartbeat = Some(Instant::now());
+                self.registered_pids.insert(rank, pid);
+                self.registered_count += 1;
+                if self.registered_count == self.ranks.len() as u32 {
+                    self.wired_at = Some(self.started.elapsed());
+                    tracing::info!(
+                        wireup_s = self.started.elapsed().as_secs_f64(),
+                        "all ranks wired up"
+                    );
+                }
+                // Ranks that failed before this one registered: tell it now.
+                let known: Vec<(u32, FailureCause)> =
+                    self.failures.iter().map(|f| (f.rank, f.cause)).collect();
+                for (failed, cause) in known {
+                    self.send_to(rank, &failure_notice(failed, cause));
+                }
+                for asker in self.pending_resolves.remove(&rank).unwrap_or_default() {
+                    self.send_to(
+                        asker,
+                        &ftcoll_runtime::control::ControlMsg::Address {
+                            peer: rank,
+                            address: address.clone(),
+                        },
+                    );
+                }
+            }
+            Request::Heartbeat(rank) => {
+                self.ranks[rank as usize].last_heartbeat = Some(Instant::now())
+            }
+            Request::Resolve { from, peer } => {
+                let slot = &self.ranks[peer as usize];
+                let answer = match (&slot.address, slot.exited) {
+                    (Some(address), _) => Some(address.clone()),
+                    (None, true) => Some(String::new()),
+                    (None, false) => None,
+                };
+                match answer {
+                    Some(address) => self.send_to(
+                        from,
+                        &ftcoll_runtime::control::ControlMsg::Address { peer, address },
+                    ),
+                    None => self.pending_resolves.entry(peer).or_default().push(from),
+                }
+            }
+            Request::Report(rank, report) => {
+                let slot = &mut self.ranks[rank as usize];
+                slot.last_heartbeat = Some(Instant::now());
+                if slot.reports.len() < 1 << 20 {
+                    slot.reports.push(report);
+                }
+            }
+            Request::Finished { rank, pss_kb } => {
+                let slot = &mut self.ranks[rank as usize];
+                slot.finished = true;
+                slot.pss_kb = pss_kb;
+            }
+        }
+    }
+
+    fn send_to(&mut self, rank: u32, msg: &ftcoll_runtime::control::ControlMsg) {
+        let Some(index) = self.ranks[rank as usize].conn else {
+            return;
+        };
+        if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+            if !conn.queue(msg) {
+                tracing::warn!(
+                    rank,
+                    "rank does not read its control messages; dropping one"
+                );
+            }
+        }
+    }
+
+    fn flush_all(&mut self, poll: &mut Poll) -> anyhow::Result<()> {
+        let mut broken = Vec::new();
+        for (index, conn) in self.conns.iter_mut().enumerate() {
+            if let Some(conn) = conn {
+                if conn.wants_write() {
+                    if let Err(refusal) = conn.flush() {
+                        broken.push((index, refusal_reason(refusal)));
+                    }
+                }
+                if conn.rank.is_none() && conn.opened.elapsed() > REGISTER_TIMEOUT {
+                    broken.push((index, Some("no hello in time".into())));
+                }
+            }
+        }
+        for (index, why) in broken {
+            self.close_conn(poll, index, why);
+        }
+        Ok(())
+    }
+
+    /// A child exited: record it, and if it had not finished, tell every survivor.
+    fn reaped(&mut self, poll: &mut Poll, rank: u32) -> anyhow::Result<()> {
+        let slot = &mut self.ranks[rank as usize];
+        if slot.exited {
+            return Ok(());
+        }
+        let Some(child) = slot.child.as_mut() else {
+            return Ok(());
+        };
+        let status = match child.try_wait() {
+            Ok(Some(status)) => status,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(e).context("waiting for a rank"),
+        };
+        slot.exited = true;
+        if let Some(pidfd) = slot.pidfd.take() {
+            let _ = poll
+                .registry()
+                .deregister(&mut SourceFd(&pidfd.as_raw_fd()));
+        }
+        let clean = slot.finished && status.success();
+        if clean {
+            return Ok(());
+        }
+        let cause = slot.fenced.unwrap_or(FailureCause::Exited);
+        let how = match cause {
+            FailureCause::Exited => describe_exit(status),
+            other => format!("{} (killed by the launcher)", other.name()),
+        };
+        let at_s = self.started.elapsed().as_secs_f64();
+        tracing::warn!(rank, %how, at_s, "rank failed");
+        self.failures.push(FailureRecord {
+            rank,
+            cause,
+            how,
+            at_s,
+        });
+        let notice = failure_notice(rank, cause);
+        for other in 0..self.ranks.len() as u32 {
+            if other != rank && !self.ranks[other as usize].exited {
+                self.send_to(other, &notice);
+            }
+        }
+        for asker in self.pending_resolves.remove(&rank).unwrap_or_default() {
+            self.send_to(
+                asker,
+                &ftcoll_runtime::control::ControlMsg::Address {
+                    peer: rank,
+                    address: String::new(),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Kills a suspected rank; it is reported once reaped (fail-stop by construction).
+    fn fence(&mut self, rank: u32, cause: FailureCause) {
+        let slot = &mut self.ranks[rank as usize];
+        if slot.exited || slot.fenced.is_some() {
+            return;
+        }
+        slot.fenced = Some(cause);
+        tracing::warn!(
+            rank,
+            cause = cause.name(),
+            "suspected; killing before anyone is told"
+        );
+        if let Some(child) = slot.child.as_mut() {
+            let _ = child.kill();
+        }
+    }
+
+    fn check_liveness(&mut self, n: u32) {
+        let now = Instant::now();
+        for rank in 0..n {
+            let slot = &self.ranks[rank as usize];
+            if slot.exited || slot.finished || slot.fenced.is_some() {
+                continue;
+            }
+            let silent = match slot.last_heartbeat {
+                Some(beat) => now.duration_since(beat) > self.suspect,
+                None => self.started.elapsed() > REGISTER_TIMEOUT,
+            };
+            if silent {
+                self.fence(rank, FailureCause::HeartbeatTimeout);
+            }
+        }
+    }
+
+    fn apply_launcher_faults(&mut self) {
+        let Some(wired) = self.wired_at else {
+            return;
+        };
+        let since = self.started.elapsed().saturating_sub(wired);
+        while let Some(&(at, fault)) = self.launcher_faults.first() {
+            if at > since {
+                break;
+            }
+            self.launcher_faults.remove(0);
+            match fault {
+                LauncherFault::Kill(rank) => {
+                    tracing::warn!(rank, "scripted kill");
+                    if let Some(child) = self.ranks[rank as usize].child.as_mut() {
+                        let _ = child.kill();
+                    }
+                }
+                LauncherFault::Stop(rank) => {
+                    let slot = &mut self.ranks[rank as usize];
+                    tracing::warn!(rank, "scripted stop (SIGSTOP)");
+                    if let Some(pid) = rustix::process::Pid::from_raw(slot.pid as i32) {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::STOP);
+                        slot.stopped = true;
+                    }
+                }
+            }
+        }
+    }
+
+    fn kill_all(&mut self) {
+        for slot in &mut self.ranks {
+            if let Some(child) = slot.child.as_mut() {
+                let _ = child.kill();
+            }
+        }
+    }
+
+    fn reap_all_blocking(&mut self) {
+        for slot in &mut self.ranks {
+            if let Some(child) = slot.child.as_mut() {
+                let _ = child.wait();
+            }
+            slot.exited = true;
+        }
+    }
+}
+
+fn refusal_reason(refusal: Refusal) -> Option<String> {
+    match refusal {
+        Refusal::Closed => None,
+        Refusal::Bad(why) => Some(why),
+    }
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        _ => "ended".to_string(),
+    }
+}

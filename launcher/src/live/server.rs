@@ -1,0 +1,245 @@
+//! The launcher's control server: accepts ranks, checks their proof of the job secret, answers
+//! address lookups, relays failure notices, collects heartbeats and reports.
+//!
+//! A connection that does not prove the secret, or sends anything malformed, is logged and
+//! closed; it never disturbs the job.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::time::Instant;
+
+use ftcoll_runtime::control::msg::{constant_time_eq, proof, CONTROL_MAGIC, MAX_CONTROL_BYTES};
+use ftcoll_runtime::control::{ControlMsg, FailureCause, OpReport};
+use mio::net::TcpStream;
+
+/// Bound on bytes buffered for one rank that does not read (notices are tiny; a rank this far
+/// behind is stuck and the heartbeat detector will deal with it).
+const MAX_OUTBOUND_BYTES: usize = 4 << 20;
+/// Bound on bytes buffered from one connection before a message completes.
+const MAX_INBOUND_BYTES: usize = MAX_CONTROL_BYTES + 4;
+
+/// One control connection.
+pub struct Conn {
+    /// The socket.
+    pub stream: TcpStream,
+    /// The challenge sent to it.
+    nonce: [u8; 16],
+    /// The rank it proved to be, once it did.
+    pub rank: Option<u32>,
+    inbound: Vec<u8>,
+    outbound: Vec<u8>,
+    /// When it connected (for the hello deadline).
+    pub opened: Instant,
+}
+
+/// What a connection asked of the launcher.
+#[derive(Debug)]
+pub enum Request {
+    /// A rank proved itself: rank, pid, data address.
+    Registered {
+        /// The rank.
+        rank: u32,
+        /// Its process id.
+        pid: u32,
+        /// Its data-plane address.
+        address: String,
+    },
+    /// A heartbeat of a registered rank.
+    Heartbeat(u32),
+    /// An address lookup.
+    Resolve {
+        /// Who asks.
+        from: u32,
+        /// For whom.
+        peer: u32,
+    },
+    /// An operation report.
+    Report(u32, OpReport),
+    /// A rank is done.
+    Finished {
+        /// The rank.
+        rank: u32,
+        /// Its PSS in KiB.
+        pss_kb: u64,
+    },
+}
+
+/// Why a connection was dropped.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The peer closed it.
+    Closed,
+    /// Anything else: logged.
+    Bad(String),
+}
+
+impl Conn {
+    /// A new connection; queues the challenge.
+    pub fn new(stream: TcpStream, nonce: [u8; 16]) -> Conn {
+        let mut conn = Conn {
+            stream,
+            nonce,
+            rank: None,
+            inbound: Vec::new(),
+            outbound: Vec::new(),
+            opened: Instant::now(),
+        };
+        conn.queue(&ControlMsg::Challenge { nonce });
+        conn
+    }
+
+    /// Queues a message; false if the connection is hopelessly behind.
+    pub fn queue(&mut self, msg: &ControlMsg) -> bool {
+        if self.outbound.len() > MAX_OUTBOUND_BYTES {
+            return false;
+        }
+        self.outbound.extend_from_slice(&msg.encode());
+        true
+    }
+
+    /// Whether bytes wait to be written.
+    pub fn wants_write(&self) -> bool {
+        !self.outbound.is_empty()
+    }
+
+    /// Writes what the socket takes.
+    pub fn flush(&mut self) -> Result<(), Refusal> {
+        while !self.outbound.is_empty() {
+            match self.stream.write(&self.outbound) {
+                Ok(0) => return Err(Refusal::Closed),
+                Ok(n) => {
+                    self.outbound.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Err(Refusal::Closed),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what arrived and turns complete messages into requests. Messages that arrived
+    /// before the peer closed are still returned, with the closure as the second value: a rank's
+    /// last report and its exit travel together.
+    pub fn read(
+        &mut self,
+        secret: &[u8],
+        size: u32,
+        registered: &BTreeMap<u32, u32>,
+    ) -> (Vec<Request>, Option<Refusal>) {
+        let mut requests = Vec::new();
+        let closed = self.fill();
+        if let Err(refusal) = self.parse(secret, size, registered, &mut requests) {
+            return (requests, Some(refusal));
+        }
+        (requests, closed)
+    }
+
+    fn fill(&mut self) -> Option<Refusal> {
+        let mut chunk = [0u8; 8192];
+        // Bounded: each read either fills the buffer towards its cap or ends the loop.
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Some(Refusal::Closed),
+                Ok(n) => {
+                    self.inbound.extend_from_slice(&chunk[..n]);
+                    if self.inbound.len() > MAX_INBOUND_BYTES {
+                        return Some(Refusal::Bad(
+                            "sent more than a control message may hold".into(),
+                        ));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Some(Refusal::Closed),
+            }
+            if self.inbound.len() >= 4 + MAX_CONTROL_BYTES / 2 {
+                return None;
+            }
+        }
+    }
+
+    fn parse(
+        &mut self,
+        secret: &[u8],
+        size: u32,
+        registered: &BTreeMap<u32, u32>,
+        requests: &mut Vec<Request>,
+    ) -> Result<(), Refusal> {
+        while self.inbound.len() >= 4 {
+            let len = u32::from_le_bytes([
+                self.inbound[0],
+                self.inbound[1],
+                self.inbound[2],
+                self.inbound[3],
+            ]) as usize;
+            if len == 0 || len > MAX_CONTROL_BYTES {
+                return Err(Refusal::Bad(format!("message length {len} out of range")));
+            }
+            if self.inbound.len() < 4 + len {
+                break;
+            }
+            let msg = ControlMsg::decode(&self.inbound[4..4 + len])
+                .map_err(|e| Refusal::Bad(e.to_string()))?;
+            self.inbound.drain(..4 + len);
+            requests.push(self.interpret(msg, secret, size, registered)?);
+        }
+        Ok(())
+    }
+
+    fn interpret(
+        &mut self,
+        msg: ControlMsg,
+        secret: &[u8],
+        size: u32,
+        registered: &BTreeMap<u32, u32>,
+    ) -> Result<Request, Refusal> {
+        match (self.rank, msg) {
+            (
+                None,
+                ControlMsg::Hello {
+                    magic,
+                    rank,
+                    pid,
+                    proof: claimed,
+                    address,
+                },
+            ) => {
+                if magic != CONTROL_MAGIC {
+                    return Err(Refusal::Bad("wrong protocol magic".into()));
+                }
+                if rank >= size {
+                    return Err(Refusal::Bad(format!(
+                        "claims rank {rank} of a job of {size}"
+                    )));
+                }
+                if !constant_time_eq(&claimed, &proof(secret, &self.nonce, rank)) {
+                    return Err(Refusal::Bad(format!(
+                        "claims rank {rank} without the job secret"
+                    )));
+                }
+                if registered.contains_key(&rank) {
+                    return Err(Refusal::Bad(format!("rank {rank} registered twice")));
+                }
+                self.rank = Some(rank);
+                self.queue(&ControlMsg::Welcome);
+                Ok(Request::Registered { rank, pid, address })
+            }
+            (None, other) => Err(Refusal::Bad(format!("{other:?} before proving the secret"))),
+            (Some(rank), ControlMsg::Heartbeat) => Ok(Request::Heartbeat(rank)),
+            (Some(rank), ControlMsg::Resolve { peer }) if peer < size => {
+                Ok(Request::Resolve { from: rank, peer })
+            }
+            (Some(rank), ControlMsg::Report(report)) => Ok(Request::Report(rank, report)),
+            (Some(rank), ControlMsg::Finished { pss_kb }) => Ok(Request::Finished { rank, pss_kb }),
+            (Some(rank), other) => Err(Refusal::Bad(format!(
+                "rank {rank} sent unexpected {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The notice survivors get.
+pub fn failure_notice(rank: u32, cause: FailureCause) -> ControlMsg {
+    ControlMsg::Failed { rank, cause }
+}

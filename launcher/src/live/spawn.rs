@@ -1,0 +1,108 @@
+//! Starting rank processes.
+
+use std::os::fd::OwnedFd;
+use std::process::{Child, Command, Stdio};
+
+use anyhow::Context;
+use ftcoll_runtime::env::to_hex;
+
+/// What every rank of a job gets in its environment.
+pub struct JobEnv {
+    /// Ranks.
+    pub size: u32,
+    /// Job id.
+    pub job_id: u64,
+    /// Control address.
+    pub control_addr: String,
+    /// Secret.
+    pub secret: Vec<u8>,
+    /// `shm` or `tcp`.
+    pub transport: &'static str,
+    /// Shared segment descriptor.
+    pub shm_fd: Option<i32>,
+    /// TCP data-plane bind IP.
+    pub bind_ip: String,
+    /// Ranks per node.
+    pub ranks_per_node: u32,
+    /// Heartbeat period in ms.
+    pub heartbeat_ms: u64,
+    /// Spin budget in µs.
+    pub spin_us: u64,
+    /// Fault specs, `;`-joined.
+    pub faults: String,
+}
+
+/// A started rank.
+pub struct Spawned {
+    /// The child.
+    pub child: Child,
+    /// Its pidfd: readable when it exits.
+    pub pidfd: OwnedFd,
+}
+
+/// Starts rank `rank` running `program args`.
+pub fn spawn_rank(
+    env: &JobEnv,
+    rank: u32,
+    program: &str,
+    args: &[String],
+    quiet: bool,
+) -> anyhow::Result<Spawned> {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env("FTCOLL_RANK", rank.to_string())
+        .env("FTCOLL_SIZE", env.size.to_string())
+        .env("FTCOLL_JOB_ID", format!("{:016x}", env.job_id))
+        .env("FTCOLL_CONTROL_ADDR", &env.control_addr)
+        .env("FTCOLL_SECRET", to_hex(&env.secret))
+        .env("FTCOLL_LAUNCHER_PID", std::process::id().to_string())
+        .env("FTCOLL_TRANSPORT", env.transport)
+        .env("FTCOLL_BIND_IP", &env.bind_ip)
+        .env("FTCOLL_RANKS_PER_NODE", env.ranks_per_node.to_string())
+        .env("FTCOLL_HEARTBEAT_MS", env.heartbeat_ms.to_string())
+        .env("FTCOLL_SPIN_US", env.spin_us.to_string())
+        .env("FTCOLL_FAULTS", &env.faults)
+        .stdin(Stdio::null());
+    if let Some(fd) = env.shm_fd {
+        command.env("FTCOLL_SHM_FD", fd.to_string());
+    }
+    if quiet {
+        command.stdout(Stdio::null());
+    }
+    // No pre_exec hook: it would force fork() instead of the much cheaper vfork/posix_spawn
+    // path, which matters at thousands of ranks. Ranks set their own parent-death signal.
+    let child = command.spawn().with_context(|| {
+        format!("cannot start rank {rank} ({program}); check the path and permissions")
+    })?;
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).context("child has no pid")?;
+    let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+        .with_context(|| format!("pidfd_open for rank {rank}"))?;
+    Ok(Spawned { child, pidfd })
+}
+
+/// Random bytes from the OS.
+pub fn random_bytes(len: usize) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = vec![0u8; len];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom for the job secret")?;
+    Ok(bytes)
+}
+
+/// Raises the open-file limit to its hard maximum: the launcher holds two descriptors per rank.
+pub fn raise_fd_limit(needed: u64) -> anyhow::Result<()> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let hard = limit.maximum.unwrap_or(u64::MAX);
+    if hard < needed {
+        anyhow::bail!("this job needs about {needed} open files but the hard limit is {hard}; raise it (ulimit -Hn) or use fewer ranks");
+    }
+    let raised = rustix::process::Rlimit {
+        current: Some(hard),
+        maximum: limit.maximum,
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Nofile, raised)
+        .context("raising the open-file limit")?;
+    Ok(())
+}

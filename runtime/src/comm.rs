@@ -1,0 +1,267 @@
+//! The library API for user programs: `Communicator::from_env()` and collectives.
+//!
+//! ```no_run
+//! use ftcoll_runtime::comm::Communicator;
+//! use ftcoll_algos::ReduceOp;
+//!
+//! let mut comm = Communicator::from_env()?;
+//! let mut data = [comm.rank() as f64];
+//! let outcome = comm.allreduce(&mut data, ReduceOp::Sum)?;
+//! println!("rank {} of {}: sum {} (excluded: {:?})", comm.rank(), comm.size(), data[0], outcome.excluded);
+//! comm.finish()?;
+//! # Ok::<(), ftcoll_runtime::comm::CommError>(())
+//! ```
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
+use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp, ValuesRef};
+
+use crate::control::client::ControlClient;
+use crate::control::{ControlError, OpReport};
+use crate::env::{EnvError, RankEnv};
+use crate::exec::{Endpoint, ExecError, OpEnd};
+use crate::faults::{FaultSpec, FaultSpecError};
+use crate::rank_faults::RankFaults;
+use crate::transport::backend::Backend;
+use crate::transport::shm::segment::Segment;
+use crate::transport::shm::ShmTransport;
+use crate::transport::tcp::{TcpConfig, TcpTransport};
+use crate::transport::{Transport, TransportError, TransportKind};
+
+/// Time limit of one collective, unless `FTCOLL_OP_TIMEOUT_MS` says otherwise.
+const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a peer address lookup may take.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a collective or the set-up failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommError {
+    /// The environment does not describe a rank.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// The data plane failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The control plane failed.
+    #[error("control plane: {0}")]
+    Control(#[from] ControlError),
+    /// A scripted fault is malformed.
+    #[error("FTCOLL_FAULTS: {0}")]
+    Faults(#[from] FaultSpecError),
+    /// Ranks failed and the algorithm cannot complete without them.
+    #[error("ranks {failed:?} failed; the collective cannot complete")]
+    PeerFailed {
+        /// Ranks known failed.
+        failed: Vec<u32>,
+    },
+    /// The collective exceeded its time limit.
+    #[error("the collective did not complete within {0:?}")]
+    TimedOut(Duration),
+    /// The launcher stopped the job.
+    #[error("the launcher stopped the job")]
+    Shutdown,
+}
+
+impl From<ExecError> for CommError {
+    fn from(error: ExecError) -> Self {
+        match error {
+            ExecError::Transport(e) => CommError::Transport(e),
+        }
+    }
+}
+
+/// What a successful collective reports besides its result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Ranks whose contributions are missing because they failed.
+    pub excluded: Vec<Rank>,
+    /// Frames this rank sent.
+    pub messages: u64,
+    /// Time the collective took at this rank.
+    pub elapsed: Duration,
+}
+
+/// A rank's handle on the job.
+pub struct Communicator {
+    endpoint: Endpoint<Backend>,
+    control: Arc<ControlClient>,
+    env: RankEnv,
+    ops: u64,
+    op_timeout: Duration,
+}
+
+impl Communicator {
+    /// Joins the job described by the `FTCOLL_*` environment the launcher sets.
+    pub fn from_env() -> Result<Communicator, CommError> {
+        let env = RankEnv::from_env()?;
+        Communicator::join(env)
+    }
+
+    /// Joins the job described by `env`.
+    pub fn join(env: RankEnv) -> Result<Communicator, CommError> {
+        die_with_launcher(&env);
+        let specs = env
+            .faults
+            .iter()
+            .map(|s| FaultSpec::parse(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let faults = RankFaults::for_rank(&specs, Rank(env.rank), env.job_id)?;
+        let control_cell: Arc<OnceLock<Arc<ControlClient>>> = Arc::new(OnceLock::new());
+        let transport = match env.transport {
+            TransportKind::Shm => {
+                let fd = env.shm_fd.ok_or(EnvError::Missing("FTCOLL_SHM_FD"))?;
+                let segment = Arc::new(Segment::open_inherited(fd, env.job_id)?);
+                Backend::Shm(ShmTransport::new(segment, Rank(env.rank), env.spin)?)
+            }
+            TransportKind::Tcp => {
+                let cell = Arc::clone(&control_cell);
+                let resolver = move |peer: Rank| {
+                    let control = cell.get().ok_or(TransportError::Resolve {
+                        rank: peer.0,
+                        why: "control plane not connected yet".into(),
+                    })?;
+                    let text = control.resolve(peer.0, RESOLVE_TIMEOUT).map_err(|e| {
+                        TransportError::Resolve {
+                            rank: peer.0,
+                            why: e.to_string(),
+                        }
+                    })?;
+                    text.parse().map_err(|_| TransportError::Resolve {
+                        rank: peer.0,
+                        why: format!(
+                            "'{text}' is not an address (the rank failed before registering?)"
+                        ),
+                    })
+                };
+                Backend::Tcp(TcpTransport::bind(TcpConfig {
+                    rank: Rank(env.rank),
+                    size: env.size,
+                    bind_ip: env.bind_ip,
+                    job_token: crate::control::msg::data_token(&env.secret),
+                    resolver: Box::new(resolver),
+                })?)
+            }
+            other => return Err(TransportError::NotCompiledIn(other).into()),
+        };
+        let control = Arc::new(ControlClient::connect(&env, &transport.local_address())?);
+        let _ = control_cell.set(Arc::clone(&control));
+        let start_delay = faults.start_delay();
+        let endpoint = Endpoint::new(transport, Arc::clone(&control), Rank(env.rank), faults);
+        if !start_delay.is_zero() {
+            std::thread::sleep(start_delay);
+        }
+        let op_timeout = std::env::var("FTCOLL_OP_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(DEFAULT_OP_TIMEOUT, Duration::from_millis);
+        Ok(Communicator {
+            endpoint,
+            control,
+            env,
+            ops: 0,
+            op_timeout,
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.env.rank
+    }
+
+    /// Ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.env.size
+    }
+
+    /// The transport in use.
+    pub fn transport(&self) -> TransportKind {
+        self.env.transport
+    }
+
+    /// Ranks known to have failed.
+    pub fn failed_ranks(&self) -> Vec<u32> {
+        self.endpoint.failed().iter().copied().collect()
+    }
+
+    /// Allreduce of `data` in place (recursive doubling). Fails with
+    /// [`CommError::PeerFailed`] when a rank fails during it: recursive doubling is not fault
+    /// tolerant; the fault-tolerant algorithms return the ranks they excluded instead.
+    pub fn allreduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<Outcome, CommError> {
+        let op_index = self.ops;
+        self.ops += 1;
+        let op_id = op_index + 1;
+        let mut protocol = RecursiveDoubling::new(RdbConfig::exact(
+            Rank(self.env.rank),
+            self.env.size,
+            op,
+            OpId(op_id),
+        ));
+        let started = Instant::now();
+        let (end, stats) = self.endpoint.run(
+            &mut protocol,
+            op_index,
+            op_id,
+            ValuesRef::F64(data),
+            self.op_timeout,
+        )?;
+        match end {
+            OpEnd::Completed => {
+                let mut result = Vec::with_capacity(data.len());
+                protocol.estimate(&mut result);
+                data.copy_from_slice(&result);
+                Ok(Outcome {
+                    excluded: Vec::new(),
+                    messages: stats.sent,
+                    elapsed: started.elapsed(),
+                })
+            }
+            OpEnd::Aborted => Err(CommError::PeerFailed {
+                failed: self.failed_ranks(),
+            }),
+            OpEnd::TimedOut => Err(CommError::TimedOut(self.op_timeout)),
+            OpEnd::Shutdown => Err(CommError::Shutdown),
+        }
+    }
+
+    /// Sends an operation report to the launcher (the built-in job's results).
+    pub fn report(&self, report: OpReport) -> Result<(), CommError> {
+        Ok(self.control.report(report)?)
+    }
+
+    /// Leaves the job: reports this rank's memory footprint and flushes sends.
+    pub fn finish(mut self) -> Result<(), CommError> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.endpoint.transport.progress()? > 0 && Instant::now() < deadline {
+            self.endpoint
+                .transport
+                .wait(Some(Duration::from_millis(1)))?;
+        }
+        self.control.finished(own_pss_kb())?;
+        Ok(())
+    }
+}
+
+/// Arranges for this process to die with its launcher, and exits now if it is already gone.
+fn die_with_launcher(env: &RankEnv) {
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32);
+    if env.launcher_pid != 0 && parent != env.launcher_pid {
+        tracing::error!("launcher {} is gone; exiting", env.launcher_pid);
+        std::process::exit(crate::control::client::EXIT_LAUNCHER_GONE);
+    }
+}
+
+/// This process's proportional set size in KiB (shared pages divided among their users).
+pub fn own_pss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/smaps_rollup")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("Pss:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse().ok())
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,229 @@
+//! The rank side of the control plane.
+//!
+//! One background thread per rank reads the launcher's messages (failure notices, resolved
+//! addresses, shutdown) and sends heartbeats; the rank's main thread sends requests and reports.
+//! When the launcher's connection closes the rank exits at once: a rank must not outlive its job.
+
+use std::io::{self, Read};
+use std::net::TcpStream;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::msg::{
+    proof, ControlError, ControlMsg, FailureCause, OpReport, CONTROL_MAGIC, MAX_CONTROL_BYTES,
+};
+use crate::env::RankEnv;
+use crate::transport::Waker;
+
+/// Exit status of a rank whose launcher went away.
+pub const EXIT_LAUNCHER_GONE: i32 = 70;
+/// How long the handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bound on failure notices held for the rank (a job has at most `size` failures).
+const MAX_PENDING_FAILURES: usize = 1 << 20;
+
+#[derive(Debug, Default)]
+struct State {
+    failures: Vec<(u32, FailureCause)>,
+    addresses: std::collections::BTreeMap<u32, String>,
+    shutdown: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<State>,
+    resolved: Condvar,
+    waker: OnceLock<Waker>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock means the control thread panicked; the state is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wake(&self) {
+        if let Some(waker) = self.waker.get() {
+            waker.wake();
+        }
+    }
+}
+
+/// A rank's connection to its launcher.
+#[derive(Debug)]
+pub struct ControlClient {
+    writer: Mutex<TcpStream>,
+    shared: Arc<Shared>,
+    _reader: JoinHandle<()>,
+}
+
+impl ControlClient {
+    /// Connects, proves the job secret, registers `address`, and starts the control thread.
+    pub fn connect(env: &RankEnv, address: &str) -> Result<ControlClient, ControlError> {
+        let mut stream = TcpStream::connect(&env.control_addr)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        let nonce = match ControlMsg::read_from(&mut stream)? {
+            ControlMsg::Challenge { nonce } => nonce,
+            _ => return Err(ControlError::BadField("expected a challenge")),
+        };
+        ControlMsg::Hello {
+            magic: CONTROL_MAGIC,
+            rank: env.rank,
+            pid: std::process::id(),
+            proof: proof(&env.secret, &nonce, env.rank),
+            address: address.to_string(),
+        }
+        .write_to(&mut stream)?;
+        match ControlMsg::read_from(&mut stream)? {
+            ControlMsg::Welcome => {}
+            _ => return Err(ControlError::BadField("launcher refused this rank")),
+        }
+        let reader = stream.try_clone()?;
+        reader.set_read_timeout(Some(env.heartbeat))?;
+        let heartbeat_writer = stream.try_clone()?;
+        let shared = Arc::new(Shared::default());
+        let thread_shared = Arc::clone(&shared);
+        let heartbeat = env.heartbeat;
+        let reader = std::thread::Builder::new()
+            .name("ftcoll-control".into())
+            .stack_size(64 * 1024)
+            .spawn(move || control_thread(reader, heartbeat_writer, heartbeat, &thread_shared))?;
+        Ok(ControlClient {
+            writer: Mutex::new(stream),
+            shared,
+            _reader: reader,
+        })
+    }
+
+    /// The control thread wakes the rank through `waker` when a notice arrives.
+    pub fn set_waker(&self, waker: Waker) {
+        let _ = self.shared.waker.set(waker);
+    }
+
+    fn send(&self, msg: &ControlMsg) -> Result<(), ControlError> {
+        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        msg.write_to(&mut *writer)
+    }
+
+    /// Failure notices received since the last call.
+    pub fn take_failures(&self) -> Vec<(u32, FailureCause)> {
+        std::mem::take(&mut self.shared.lock().failures)
+    }
+
+    /// True once the launcher asked the job to stop.
+    pub fn shutdown_requested(&self) -> bool {
+        self.shared.lock().shutdown
+    }
+
+    /// The data-plane address of `peer` (blocks until the launcher answers or `timeout`).
+    pub fn resolve(&self, peer: u32, timeout: Duration) -> Result<String, ControlError> {
+        if let Some(address) = self.shared.lock().addresses.get(&peer) {
+            return Ok(address.clone());
+        }
+        self.send(&ControlMsg::Resolve { peer })?;
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        loop {
+            if let Some(address) = state.addresses.get(&peer) {
+                return Ok(address.clone());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ControlError::Io(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no address for rank {peer}"),
+                )));
+            }
+            state = self
+                .shared
+                .resolved
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Reports the outcome of one operation.
+    pub fn report(&self, report: OpReport) -> Result<(), ControlError> {
+        self.send(&ControlMsg::Report(report))
+    }
+
+    /// Says this rank is done, with its memory footprint.
+    pub fn finished(&self, pss_kb: u64) -> Result<(), ControlError> {
+        self.send(&ControlMsg::Finished { pss_kb })
+    }
+}
+
+/// Reads framed messages with a timeout so heartbeats go out between them.
+fn control_thread(
+    mut reader: TcpStream,
+    mut writer: TcpStream,
+    heartbeat: Duration,
+    shared: &Shared,
+) {
+    let mut buffer: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let mut last_beat = Instant::now();
+    loop {
+        if last_beat.elapsed() >= heartbeat {
+            if ControlMsg::Heartbeat.write_to(&mut writer).is_err() {
+                launcher_gone("heartbeat could not be sent");
+            }
+            last_beat = Instant::now();
+        }
+        match reader.read(&mut chunk) {
+            Ok(0) => launcher_gone("control connection closed"),
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(_) => launcher_gone("control connection failed"),
+        }
+        // Every complete message in the buffer; each pass removes one, so this ends.
+        while buffer.len() >= 4 {
+            let len = u32::from_le_bytes([buffer[0], buffer[1], buffer[2], buffer[3]]) as usize;
+            if len == 0 || len > MAX_CONTROL_BYTES {
+                launcher_gone("malformed control message from the launcher");
+            }
+            if buffer.len() < 4 + len {
+                break;
+            }
+            let msg = ControlMsg::decode(&buffer[4..4 + len]);
+            buffer.drain(..4 + len);
+            match msg {
+                Ok(ControlMsg::Failed { rank, cause }) => {
+                    let mut state = shared.lock();
+                    if state.failures.len() < MAX_PENDING_FAILURES {
+                        state.failures.push((rank, cause));
+                    }
+                    drop(state);
+                    shared.wake();
+                }
+                Ok(ControlMsg::Address { peer, address }) => {
+                    shared.lock().addresses.insert(peer, address);
+                    shared.resolved.notify_all();
+                }
+                Ok(ControlMsg::Shutdown) => {
+                    shared.lock().shutdown = true;
+                    shared.wake();
+                }
+                Ok(other) => tracing::warn!(?other, "unexpected control message from the launcher"),
+                Err(error) => tracing::warn!(%error, "malformed control message from the launcher"),
+            }
+        }
+    }
+}
+
+fn launcher_gone(why: &str) -> ! {
+    tracing::error!("launcher gone ({why}); exiting");
+    std::process::exit(EXIT_LAUNCHER_GONE)
+}

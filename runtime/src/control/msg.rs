@@ -1,0 +1,465 @@
+//! Control-plane messages between ranks and the launcher, and their codec.
+//!
+//! Each message is a little-endian `u32` length, then a kind byte, then fixed fields and
+//! length-prefixed strings or vectors. Control traffic is small and rare next to the data plane,
+//! so the codec favours being obviously correct: every read is bounds-checked, every length is
+//! capped, and a malformed message is a [`ControlError`], never a panic.
+
+use std::io::{self, Read, Write};
+
+/// Largest control message accepted (a result vector of 8 K doubles fits).
+pub const MAX_CONTROL_BYTES: usize = 1 << 20;
+/// Magic of the first message on a control connection.
+pub const CONTROL_MAGIC: u32 = 0xFC0C_C7A1;
+
+/// How the launcher learned that a rank failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FailureCause {
+    /// The process exited or was killed (seen by reaping it).
+    Exited = 1,
+    /// The heartbeat timed out; the launcher killed it before telling anyone (fencing).
+    HeartbeatTimeout = 2,
+    /// Its control connection broke while the process lived; killed and reported.
+    ControlLost = 3,
+}
+
+impl FailureCause {
+    fn from_u8(code: u8) -> Option<FailureCause> {
+        match code {
+            1 => Some(FailureCause::Exited),
+            2 => Some(FailureCause::HeartbeatTimeout),
+            3 => Some(FailureCause::ControlLost),
+            _ => None,
+        }
+    }
+
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureCause::Exited => "exit",
+            FailureCause::HeartbeatTimeout => "heartbeat-timeout",
+            FailureCause::ControlLost => "control-lost",
+        }
+    }
+}
+
+/// The outcome of one collective at one rank, as reported to the launcher.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpReport {
+    /// Operation index (0-based).
+    pub op: u64,
+    /// True if the collective succeeded at this rank.
+    pub ok: bool,
+    /// The result vector (empty when it failed).
+    pub value: Vec<f64>,
+    /// Ranks known failed when the operation ended.
+    pub failed: Vec<u32>,
+    /// Microseconds the operation took at this rank.
+    pub micros: u64,
+    /// Frames this rank sent during the operation.
+    pub messages: u64,
+}
+
+/// A control message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ControlMsg {
+    /// Launcher → rank, first message: prove you know the secret.
+    Challenge {
+        /// Random bytes.
+        nonce: [u8; 16],
+    },
+    /// Rank → launcher: identity, proof and data-plane address.
+    Hello {
+        /// [`CONTROL_MAGIC`].
+        magic: u32,
+        /// The rank.
+        rank: u32,
+        /// Its process id.
+        pid: u32,
+        /// SHA-256(secret ‖ nonce ‖ rank).
+        proof: [u8; 32],
+        /// Its transport address.
+        address: String,
+    },
+    /// Launcher → rank: accepted.
+    Welcome,
+    /// Rank → launcher: alive.
+    Heartbeat,
+    /// Rank → launcher: what is the address of `peer`?
+    Resolve {
+        /// The peer.
+        peer: u32,
+    },
+    /// Launcher → rank: the address of `peer` (empty if it failed before registering).
+    Address {
+        /// The peer.
+        peer: u32,
+        /// Its transport address.
+        address: String,
+    },
+    /// Launcher → rank: `rank` has failed (and is dead: fail-stop by construction).
+    Failed {
+        /// The failed rank.
+        rank: u32,
+        /// How the launcher learned it.
+        cause: FailureCause,
+    },
+    /// Rank → launcher: the outcome of one operation.
+    Report(OpReport),
+    /// Rank → launcher: done; its proportional set size at the end, in KiB.
+    Finished {
+        /// PSS in KiB.
+        pss_kb: u64,
+    },
+    /// Launcher → rank: stop now.
+    Shutdown,
+}
+
+/// A malformed or unreadable control message.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The peer closed the connection.
+    #[error("control connection closed")]
+    Closed,
+    /// A length over [`MAX_CONTROL_BYTES`].
+    #[error("control message of {0} bytes exceeds the limit")]
+    Oversized(usize),
+    /// Fewer bytes than the fields need.
+    #[error("truncated control message")]
+    Truncated,
+    /// An unknown kind byte.
+    #[error("unknown control message kind {0}")]
+    UnknownKind(u8),
+    /// A field with an impossible value.
+    #[error("bad control message field: {0}")]
+    BadField(&'static str),
+    /// An I/O error.
+    #[error("control connection: {0}")]
+    Io(#[from] io::Error),
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, v: &[u8]) {
+        self.u32(v.len() as u32);
+        self.0.extend_from_slice(v);
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ControlError> {
+        if self.0.len() < n {
+            return Err(ControlError::Truncated);
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, ControlError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, ControlError> {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(b))
+    }
+    fn u64(&mut self) -> Result<u64, ControlError> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(b))
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], ControlError> {
+        let mut b = [0u8; N];
+        b.copy_from_slice(self.take(N)?);
+        Ok(b)
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], ControlError> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+    fn string(&mut self) -> Result<String, ControlError> {
+        String::from_utf8(self.bytes()?.to_vec())
+            .map_err(|_| ControlError::BadField("string is not UTF-8"))
+    }
+    fn u32s(&mut self) -> Result<Vec<u32>, ControlError> {
+        let count = self.u32()? as usize;
+        if count > self.0.len() / 4 {
+            return Err(ControlError::Truncated);
+        }
+        (0..count).map(|_| self.u32()).collect()
+    }
+    fn f64s(&mut self) -> Result<Vec<f64>, ControlError> {
+        let count = self.u32()? as usize;
+        if count > self.0.len() / 8 {
+            return Err(ControlError::Truncated);
+        }
+        (0..count).map(|_| self.u64().map(f64::from_bits)).collect()
+    }
+}
+
+impl ControlMsg {
+    /// Encodes the message with its length prefix.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(vec![0; 4]);
+        match self {
+            ControlMsg::Challenge { nonce } => {
+                w.u8(1);
+                w.0.extend_from_slice(nonce);
+            }
+            ControlMsg::Hello {
+                magic,
+                rank,
+                pid,
+                proof,
+                address,
+            } => {
+                w.u8(2);
+                w.u32(*magic);
+                w.u32(*rank);
+                w.u32(*pid);
+                w.0.extend_from_slice(proof);
+                w.bytes(address.as_bytes());
+            }
+            ControlMsg::Welcome => w.u8(3),
+            ControlMsg::Heartbeat => w.u8(4),
+            ControlMsg::Resolve { peer } => {
+                w.u8(5);
+                w.u32(*peer);
+            }
+            ControlMsg::Address { peer, address } => {
+                w.u8(6);
+                w.u32(*peer);
+                w.bytes(address.as_bytes());
+            }
+            ControlMsg::Failed { rank, cause } => {
+                w.u8(7);
+                w.u32(*rank);
+                w.u8(*cause as u8);
+            }
+            ControlMsg::Report(r) => {
+                w.u8(8);
+                w.u64(r.op);
+                w.u8(u8::from(r.ok));
+                w.u32(r.value.len() as u32);
+                r.value.iter().for_each(|v| w.u64(v.to_bits()));
+                w.u32(r.failed.len() as u32);
+                r.failed.iter().for_each(|&f| w.u32(f));
+                w.u64(r.micros);
+                w.u64(r.messages);
+            }
+            ControlMsg::Finished { pss_kb } => {
+                w.u8(9);
+                w.u64(*pss_kb);
+            }
+            ControlMsg::Shutdown => w.u8(10),
+        }
+        let len = (w.0.len() - 4) as u32;
+        w.0[..4].copy_from_slice(&len.to_le_bytes());
+        w.0
+    }
+
+    /// Decodes one message body (without the length prefix).
+    pub fn decode(body: &[u8]) -> Result<ControlMsg, ControlError> {
+        let mut r = Reader(body);
+        let msg = match r.u8()? {
+            1 => ControlMsg::Challenge { nonce: r.array()? },
+            2 => ControlMsg::Hello {
+                magic: r.u32()?,
+                rank: r.u32()?,
+                pid: r.u32()?,
+                proof: r.array()?,
+                address: r.string()?,
+            },
+            3 => ControlMsg::Welcome,
+            4 => ControlMsg::Heartbeat,
+            5 => ControlMsg::Resolve { peer: r.u32()? },
+            6 => ControlMsg::Address {
+                peer: r.u32()?,
+                address: r.string()?,
+            },
+            7 => ControlMsg::Failed {
+                rank: r.u32()?,
+                cause: FailureCause::from_u8(r.u8()?)
+                    .ok_or(ControlError::BadField("failure cause"))?,
+            },
+            8 => ControlMsg::Report(OpReport {
+                op: r.u64()?,
+                ok: r.u8()? != 0,
+                value: r.f64s()?,
+                failed: r.u32s()?,
+                micros: r.u64()?,
+                messages: r.u64()?,
+            }),
+            9 => ControlMsg::Finished { pss_kb: r.u64()? },
+            10 => ControlMsg::Shutdown,
+            kind => return Err(ControlError::UnknownKind(kind)),
+        };
+        if !r.0.is_empty() {
+            return Err(ControlError::BadField("trailing bytes"));
+        }
+        Ok(msg)
+    }
+
+    /// Writes the message to a blocking stream.
+    pub fn write_to(&self, out: &mut impl Write) -> Result<(), ControlError> {
+        out.write_all(&self.encode())?;
+        Ok(())
+    }
+
+    /// Reads one message from a blocking stream.
+    pub fn read_from(input: &mut impl Read) -> Result<ControlMsg, ControlError> {
+        let mut len = [0u8; 4];
+        match input.read_exact(&mut len) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(ControlError::Closed),
+            Err(e) => return Err(e.into()),
+        }
+        let len = u32::from_le_bytes(len) as usize;
+        if len == 0 || len > MAX_CONTROL_BYTES {
+            return Err(ControlError::Oversized(len));
+        }
+        let mut body = vec![0u8; len];
+        input.read_exact(&mut body)?;
+        ControlMsg::decode(&body)
+    }
+}
+
+/// The proof a rank sends: SHA-256 over the job secret, the launcher's nonce and the rank.
+pub fn proof(secret: &[u8], nonce: &[u8; 16], rank: u32) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(b"ftcoll-control-v1");
+    hasher.update(secret);
+    hasher.update(nonce);
+    hasher.update(rank.to_le_bytes());
+    hasher.finalize().into()
+}
+
+/// The token data-plane connections present (TCP), derived from the job secret.
+pub fn data_token(secret: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(b"ftcoll-data-v1");
+    hasher.update(secret);
+    hasher.finalize().into()
+}
+
+/// Compares two byte strings in time independent of where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> Vec<ControlMsg> {
+        vec![
+            ControlMsg::Challenge { nonce: [7; 16] },
+            ControlMsg::Hello {
+                magic: CONTROL_MAGIC,
+                rank: 3,
+                pid: 99,
+                proof: [1; 32],
+                address: "127.0.0.1:4000".into(),
+            },
+            ControlMsg::Welcome,
+            ControlMsg::Heartbeat,
+            ControlMsg::Resolve { peer: 9 },
+            ControlMsg::Address {
+                peer: 9,
+                address: "shm:9".into(),
+            },
+            ControlMsg::Failed {
+                rank: 4,
+                cause: FailureCause::HeartbeatTimeout,
+            },
+            ControlMsg::Report(OpReport {
+                op: 2,
+                ok: true,
+                value: vec![1.5, -2.0],
+                failed: vec![4, 7],
+                micros: 12,
+                messages: 6,
+            }),
+            ControlMsg::Finished { pss_kb: 1234 },
+            ControlMsg::Shutdown,
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        for msg in samples() {
+            let bytes = msg.encode();
+            let back = ControlMsg::read_from(&mut &bytes[..]).unwrap();
+            assert_eq!(back, msg);
+        }
+    }
+
+    #[test]
+    fn truncated_oversized_and_unknown_messages_are_errors() {
+        for msg in samples() {
+            let bytes = msg.encode();
+            for cut in 4..bytes.len() {
+                let mut body = bytes[4..cut].to_vec();
+                if body.is_empty() {
+                    continue;
+                }
+                assert!(
+                    ControlMsg::decode(&body).is_err() || cut == bytes.len(),
+                    "{msg:?} cut {cut}"
+                );
+                body.clear();
+            }
+        }
+        let huge = (MAX_CONTROL_BYTES as u32 + 1).to_le_bytes();
+        assert!(matches!(
+            ControlMsg::read_from(&mut &huge[..]),
+            Err(ControlError::Oversized(_))
+        ));
+        assert!(matches!(
+            ControlMsg::decode(&[200]),
+            Err(ControlError::UnknownKind(200))
+        ));
+        assert!(matches!(
+            ControlMsg::read_from(&mut &[][..]),
+            Err(ControlError::Closed)
+        ));
+        // A vector count larger than the message cannot allocate its claimed size.
+        let mut lying = ControlMsg::Report(OpReport {
+            op: 0,
+            ok: true,
+            value: vec![],
+            failed: vec![],
+            micros: 0,
+            messages: 0,
+        })
+        .encode();
+        lying[4 + 1 + 8 + 1..4 + 1 + 8 + 1 + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(ControlMsg::decode(&lying[4..]).is_err());
+    }
+
+    #[test]
+    fn proofs_depend_on_secret_nonce_and_rank() {
+        let p = proof(b"s", &[1; 16], 2);
+        assert_eq!(p, proof(b"s", &[1; 16], 2));
+        assert_ne!(p, proof(b"t", &[1; 16], 2));
+        assert_ne!(p, proof(b"s", &[2; 16], 2));
+        assert_ne!(p, proof(b"s", &[1; 16], 3));
+        assert!(constant_time_eq(&p, &p));
+        assert!(!constant_time_eq(&p, &proof(b"s", &[1; 16], 3)));
+    }
+}

@@ -1,0 +1,236 @@
+//! Every environment variable ftcoll reads, in one place.
+//!
+//! The launcher sets these for each rank it starts; user programs read them through
+//! `Communicator::from_env`.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `FTCOLL_RANK` | this rank, `0..FTCOLL_SIZE` |
+//! | `FTCOLL_SIZE` | ranks in the job |
+//! | `FTCOLL_JOB_ID` | the job id (16 hex digits) |
+//! | `FTCOLL_CONTROL_ADDR` | the launcher's control-plane address, `ip:port` |
+//! | `FTCOLL_SECRET` | the per-job secret (hex); proves membership to the launcher and to peers |
+//! | `FTCOLL_LAUNCHER_PID` | the launcher's pid: a rank whose launcher is gone exits |
+//! | `FTCOLL_TRANSPORT` | `shm` or `tcp` |
+//! | `FTCOLL_SHM_FD` | the inherited shared-memory segment's descriptor (shm) |
+//! | `FTCOLL_BIND_IP` | the IP the TCP data plane listens on (tcp; default 127.0.0.1) |
+//! | `FTCOLL_RANKS_PER_NODE` | ranks per node (node failures, hierarchical algorithms) |
+//! | `FTCOLL_HEARTBEAT_MS` | heartbeat period to the launcher, in ms |
+//! | `FTCOLL_SPIN_US` | busy-wait budget before a waiting rank sleeps, in µs |
+//! | `FTCOLL_FAULTS` | scripted faults for this rank, `;`-separated `--fault` specs |
+//! | `FTCOLL_LOG` | log filter (tracing EnvFilter syntax); logs go to stderr |
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use crate::transport::TransportKind;
+
+/// What a rank learns from its environment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankEnv {
+    /// This rank.
+    pub rank: u32,
+    /// Ranks in the job.
+    pub size: u32,
+    /// Job id.
+    pub job_id: u64,
+    /// Launcher control address.
+    pub control_addr: String,
+    /// Job secret.
+    pub secret: Vec<u8>,
+    /// Launcher pid.
+    pub launcher_pid: u32,
+    /// Data-plane transport.
+    pub transport: TransportKind,
+    /// Inherited shared-memory descriptor.
+    pub shm_fd: Option<i32>,
+    /// TCP bind address.
+    pub bind_ip: IpAddr,
+    /// Ranks per node.
+    pub ranks_per_node: u32,
+    /// Heartbeat period.
+    pub heartbeat: Duration,
+    /// Spin budget.
+    pub spin: Duration,
+    /// Scripted faults (raw specs).
+    pub faults: Vec<String>,
+}
+
+/// A missing or malformed variable.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EnvError {
+    /// Not set at all: the program was not started by the launcher.
+    #[error("{0} is not set: start this program under ftcoll-launch (e.g. `ftcoll-launch -n 4 -- ./my_app`)")]
+    Missing(&'static str),
+    /// Set to something unusable.
+    #[error("{name}={value} is invalid: {why}")]
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is expected.
+        why: &'static str,
+    },
+}
+
+/// Decodes hex into bytes.
+pub fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Encodes bytes as lowercase hex.
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl RankEnv {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<RankEnv, EnvError> {
+        RankEnv::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads variables through `lookup` (tests pass a map).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<RankEnv, EnvError> {
+        let get = |name: &'static str| lookup(name).ok_or(EnvError::Missing(name));
+        let invalid = |name: &'static str, value: &str, why: &'static str| EnvError::Invalid {
+            name,
+            value: value.to_string(),
+            why,
+        };
+        let number = |name: &'static str, default: Option<u64>| -> Result<u64, EnvError> {
+            match (lookup(name), default) {
+                (Some(v), _) => v
+                    .parse()
+                    .map_err(|_| invalid(name, &v, "expected a non-negative integer")),
+                (None, Some(d)) => Ok(d),
+                (None, None) => Err(EnvError::Missing(name)),
+            }
+        };
+        let size = number("FTCOLL_SIZE", None)? as u32;
+        let rank = number("FTCOLL_RANK", None)? as u32;
+        if size == 0 || rank >= size {
+            return Err(invalid(
+                "FTCOLL_RANK",
+                &rank.to_string(),
+                "must lie in 0..FTCOLL_SIZE",
+            ));
+        }
+        let job_text = get("FTCOLL_JOB_ID")?;
+        let job_id = u64::from_str_radix(&job_text, 16)
+            .map_err(|_| invalid("FTCOLL_JOB_ID", &job_text, "expected hex"))?;
+        let secret_text = get("FTCOLL_SECRET")?;
+        let secret = from_hex(&secret_text)
+            .filter(|s| s.len() >= 16)
+            .ok_or_else(|| {
+                invalid(
+                    "FTCOLL_SECRET",
+                    "<hidden>",
+                    "expected at least 32 hex digits",
+                )
+            })?;
+        let transport_text = lookup("FTCOLL_TRANSPORT").unwrap_or_else(|| "shm".into());
+        let transport = TransportKind::parse(&transport_text)
+            .map_err(|_| invalid("FTCOLL_TRANSPORT", &transport_text, "expected shm or tcp"))?;
+        let shm_fd = match lookup("FTCOLL_SHM_FD") {
+            Some(v) => Some(
+                v.parse()
+                    .map_err(|_| invalid("FTCOLL_SHM_FD", &v, "expected a descriptor number"))?,
+            ),
+            None => None,
+        };
+        let bind_text = lookup("FTCOLL_BIND_IP").unwrap_or_else(|| "127.0.0.1".into());
+        let bind_ip = bind_text
+            .parse()
+            .map_err(|_| invalid("FTCOLL_BIND_IP", &bind_text, "expected an IP address"))?;
+        let faults = lookup("FTCOLL_FAULTS")
+            .map(|v| {
+                v.split(';')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(RankEnv {
+            rank,
+            size,
+            job_id,
+            control_addr: get("FTCOLL_CONTROL_ADDR")?,
+            secret,
+            launcher_pid: number("FTCOLL_LAUNCHER_PID", Some(0))? as u32,
+            transport,
+            shm_fd,
+            bind_ip: if bind_text.is_empty() {
+                IpAddr::V4(Ipv4Addr::LOCALHOST)
+            } else {
+                bind_ip
+            },
+            ranks_per_node: (number("FTCOLL_RANKS_PER_NODE", Some(u64::from(size)))? as u32).max(1),
+            heartbeat: Duration::from_millis(number("FTCOLL_HEARTBEAT_MS", Some(1000))?.max(1)),
+            spin: Duration::from_micros(number("FTCOLL_SPIN_US", Some(0))?),
+            faults,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn base() -> BTreeMap<&'static str, String> {
+        BTreeMap::from([
+            ("FTCOLL_RANK", "2".to_string()),
+            ("FTCOLL_SIZE", "4".to_string()),
+            ("FTCOLL_JOB_ID", "00000000deadbeef".to_string()),
+            ("FTCOLL_CONTROL_ADDR", "127.0.0.1:5000".to_string()),
+            (
+                "FTCOLL_SECRET",
+                "00112233445566778899aabbccddeeff".to_string(),
+            ),
+        ])
+    }
+
+    #[test]
+    fn parses_a_complete_environment() {
+        let vars = base();
+        let env = RankEnv::from_lookup(|k| vars.get(k).cloned()).unwrap();
+        assert_eq!((env.rank, env.size, env.job_id), (2, 4, 0xdead_beef));
+        assert_eq!(env.transport, TransportKind::Shm);
+        assert_eq!(env.secret.len(), 16);
+    }
+
+    #[test]
+    fn missing_and_bad_variables_say_what_to_do() {
+        let none = RankEnv::from_lookup(|_| None).unwrap_err();
+        assert!(none.to_string().contains("ftcoll-launch"), "{none}");
+        for (key, value) in [
+            ("FTCOLL_RANK", "4"),
+            ("FTCOLL_SIZE", "x"),
+            ("FTCOLL_SECRET", "abc"),
+            ("FTCOLL_TRANSPORT", "pigeon"),
+            ("FTCOLL_JOB_ID", "zz"),
+        ] {
+            let mut vars = base();
+            vars.insert(key, value.to_string());
+            assert!(
+                RankEnv::from_lookup(|k| vars.get(k).cloned()).is_err(),
+                "{key}={value}"
+            );
+        }
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        assert_eq!(from_hex(&to_hex(&[0, 255, 16])), Some(vec![0, 255, 16]));
+        assert_eq!(from_hex("abc"), None);
+        assert_eq!(from_hex("zz"), None);
+    }
+}

@@ -1,0 +1,359 @@
+//! The executor: drives a protocol state machine over a real transport with a real clock.
+//!
+//! The loop is the simulator's, with real time: feed failure notices, arrived frames and expired
+//! timers to the protocol; carry out its sends (through this rank's scripted faults) and timer
+//! requests; sleep in the transport when nothing is ready. Frames are handed to the protocol in
+//! place, straight from the transport's receive buffer. Frames of a later operation (a peer that
+//! finished this one first) are copied aside, in a bounded buffer, until that operation starts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, TimerId, TimerRequest};
+use ftcoll_algos::wire::{Frame, FrameError};
+use ftcoll_algos::{Rank, Time, ValuesRef};
+
+use crate::control::client::ControlClient;
+use crate::rank_faults::RankFaults;
+use crate::transport::{Transport, TransportError};
+
+/// Bound on frames of future operations held aside.
+const MAX_EARLY_FRAMES: usize = 1 << 16;
+/// Frames handled per receive poll, so timers and notices are not starved.
+const RECV_BATCH: usize = 256;
+
+/// How an operation ended at this rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpEnd {
+    /// The protocol completed.
+    Completed,
+    /// The protocol aborted (a failure it cannot tolerate, or a stop).
+    Aborted,
+    /// The operation exceeded its time limit.
+    TimedOut,
+    /// The launcher asked the job to stop.
+    Shutdown,
+}
+
+/// Counters of one operation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpStats {
+    /// Frames sent.
+    pub sent: u64,
+    /// Frames received for this operation.
+    pub received: u64,
+    /// Frames rejected (malformed or refused by the protocol).
+    pub rejected: u64,
+}
+
+/// A rank's execution context: its transport, control connection, clock, and known failures.
+pub struct Endpoint<T: Transport> {
+    /// The data-plane transport.
+    pub transport: T,
+    control: std::sync::Arc<ControlClient>,
+    me: Rank,
+    epoch: Instant,
+    failed: BTreeSet<u32>,
+    faults: RankFaults,
+    outbox: Outbox,
+    /// Armed timer deadlines; the protocol filters stale ones itself.
+    timers: BTreeMap<(Time, TimerId), ()>,
+    early: BTreeMap<u64, Vec<(Rank, Vec<u64>, usize)>>,
+    early_count: usize,
+    scratch: Vec<u8>,
+}
+
+/// A failure of the executor itself (not of the collective).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The transport failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+impl<T: Transport> Endpoint<T> {
+    /// A context for rank `me`.
+    pub fn new(
+        transport: T,
+        control: std::sync::Arc<ControlClient>,
+        me: Rank,
+        faults: RankFaults,
+    ) -> Endpoint<T> {
+        control.set_waker(transport.waker());
+        Endpoint {
+            transport,
+            control,
+            me,
+            epoch: Instant::now(),
+            failed: BTreeSet::new(),
+            faults,
+            outbox: Outbox::new(),
+            timers: BTreeMap::new(),
+            early: BTreeMap::new(),
+            early_count: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> Rank {
+        self.me
+    }
+
+    /// The control connection.
+    pub fn control(&self) -> &ControlClient {
+        &self.control
+    }
+
+    /// Ranks known to have failed.
+    pub fn failed(&self) -> &BTreeSet<u32> {
+        &self.failed
+    }
+
+    /// This rank's scripted faults.
+    pub fn faults(&self) -> &RankFaults {
+        &self.faults
+    }
+
+    fn now(&self) -> Time {
+        Time(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Takes new failure notices; returns the newly failed ranks.
+    fn absorb_failures(&mut self) -> Vec<u32> {
+        let mut fresh = Vec::new();
+        for (rank, cause) in self.control.take_failures() {
+            if self.failed.insert(rank) {
+                tracing::debug!(rank, cause = cause.name(), "peer failed");
+                self.transport.peer_failed(Rank(rank));
+                fresh.push(rank);
+            }
+        }
+        fresh
+    }
+
+    /// Runs one operation of `protocol` (already configured with `op_id`) on `input` until it
+    /// completes, aborts, times out or the job shuts down.
+    pub fn run<P: Protocol>(
+        &mut self,
+        protocol: &mut P,
+        op_index: u64,
+        op_id: u64,
+        input: ValuesRef<'_>,
+        limit: Duration,
+    ) -> Result<(OpEnd, OpStats), ExecError> {
+        if self.faults.dies_at_op(op_index) {
+            tracing::warn!(
+                rank = self.me.0,
+                op = op_index,
+                "scripted kill at operation start"
+            );
+            // SIGKILL ourselves: the same death the launcher's reaper and survivors see.
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
+        }
+        let mut stats = OpStats::default();
+        let deadline = Instant::now() + limit;
+        self.absorb_failures();
+        let start = self.now();
+        protocol.handle(start, Input::Start { data: input }, &mut self.outbox);
+        self.after_handle(&mut stats)?;
+        // Failures known before the operation are inputs like any other.
+        for &rank in &self.failed.clone() {
+            protocol.handle(
+                self.now(),
+                Input::PeerFailed { peer: Rank(rank) },
+                &mut self.outbox,
+            );
+            self.after_handle(&mut stats)?;
+        }
+        for (from, words, len) in self.early.remove(&op_id).unwrap_or_default() {
+            self.early_count -= 1;
+            let bytes: &[u8] = bytemuck::cast_slice(&words);
+            self.deliver(protocol, from, &bytes[..len], op_id, &mut stats);
+            self.after_handle(&mut stats)?;
+        }
+        loop {
+            if matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
+                let end = if protocol.phase() == Phase::Done {
+                    OpEnd::Completed
+                } else {
+                    OpEnd::Aborted
+                };
+                // Let queued sends finish: peers need them even though we are done.
+                self.drain_sends(deadline)?;
+                return Ok((end, stats));
+            }
+            if Instant::now() >= deadline {
+                return Ok((OpEnd::TimedOut, stats));
+            }
+            if self.control.shutdown_requested() {
+                return Ok((OpEnd::Shutdown, stats));
+            }
+            let mut progressed = false;
+            for rank in self.absorb_failures() {
+                protocol.handle(
+                    self.now(),
+                    Input::PeerFailed { peer: Rank(rank) },
+                    &mut self.outbox,
+                );
+                self.after_handle(&mut stats)?;
+                progressed = true;
+            }
+            let elapsed = self.epoch.elapsed();
+            for fault in self.faults.due_state_flips(elapsed) {
+                protocol.handle(self.now(), Input::Fault(fault), &mut self.outbox);
+                self.after_handle(&mut stats)?;
+            }
+            progressed |= self.receive(protocol, op_id, &mut stats)? > 0;
+            let now = self.now();
+            let due: Vec<(Time, TimerId)> = self
+                .timers
+                .range(
+                    ..=(
+                        now,
+                        TimerId {
+                            kind: u8::MAX,
+                            index: u32::MAX,
+                        },
+                    ),
+                )
+                .map(|(k, _)| *k)
+                .collect();
+            for key in due {
+                self.timers.remove(&key);
+                protocol.handle(now, Input::Timer { timer: key.1 }, &mut self.outbox);
+                self.after_handle(&mut stats)?;
+                progressed = true;
+            }
+            self.transport.progress()?;
+            if !progressed && !matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
+                let next_timer = self
+                    .timers
+                    .keys()
+                    .next()
+                    .map(|(t, _)| Duration::from_nanos(t.0.saturating_sub(self.now().0)));
+                let until_deadline = deadline.saturating_duration_since(Instant::now());
+                let timeout = next_timer.map_or(until_deadline, |t| t.min(until_deadline));
+                self.transport.wait(Some(timeout))?;
+            }
+        }
+    }
+
+    /// Hands arrived frames to the protocol; returns how many were handled.
+    fn receive<P: Protocol>(
+        &mut self,
+        protocol: &mut P,
+        op_id: u64,
+        stats: &mut OpStats,
+    ) -> Result<usize, ExecError> {
+        // Split borrows: the transport lends the bytes while the protocol and outbox take them.
+        let Endpoint {
+            transport,
+            outbox,
+            early,
+            early_count,
+            epoch,
+            faults,
+            ..
+        } = self;
+        let mut handled = 0;
+        let slow = faults.slowdown(epoch.elapsed());
+        transport.poll_recv(RECV_BATCH, &mut |from, bytes| {
+            handled += 1;
+            let now = Time(epoch.elapsed().as_nanos() as u64);
+            match Frame::decode(bytes) {
+                Ok(frame) if frame.header.op_id == op_id => {
+                    stats.received += 1;
+                    protocol.handle(now, Input::Message { from, frame }, outbox);
+                    if let Some(delay) = slow {
+                        std::thread::sleep(delay);
+                    }
+                }
+                Ok(frame) if frame.header.op_id > op_id && *early_count < MAX_EARLY_FRAMES => {
+                    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+                    bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()]
+                        .copy_from_slice(bytes);
+                    early
+                        .entry(frame.header.op_id)
+                        .or_default()
+                        .push((from, words, bytes.len()));
+                    *early_count += 1;
+                }
+                Ok(_) => tracing::debug!(from = from.0, "dropped a frame of a finished operation"),
+                Err(error) => {
+                    stats.rejected += 1;
+                    log_rejected(from, error);
+                }
+            }
+        })?;
+        self.after_handle(stats)?;
+        Ok(handled)
+    }
+
+    fn deliver<P: Protocol>(
+        &mut self,
+        protocol: &mut P,
+        from: Rank,
+        bytes: &[u8],
+        op_id: u64,
+        stats: &mut OpStats,
+    ) {
+        match Frame::decode(bytes) {
+            Ok(frame) if frame.header.op_id == op_id => {
+                stats.received += 1;
+                protocol.handle(self.now(), Input::Message { from, frame }, &mut self.outbox);
+            }
+            Ok(_) => {}
+            Err(error) => {
+                stats.rejected += 1;
+                log_rejected(from, error);
+            }
+        }
+    }
+
+    /// Carries out the outbox: sends (through scripted faults), timers, events.
+    fn after_handle(&mut self, stats: &mut OpStats) -> Result<(), ExecError> {
+        let elapsed = self.epoch.elapsed();
+        for &event in self.outbox.events() {
+            if let Event::Rejected { from, error } = event {
+                stats.rejected += 1;
+                log_rejected(from, error);
+            }
+        }
+        for &request in self.outbox.timers() {
+            if let TimerRequest::Set { timer, at } = request {
+                self.timers.insert((at, timer), ());
+            }
+        }
+        for i in 0..self.outbox.send_count() {
+            let Some((to, frame)) = self.outbox.send_at(i) else {
+                continue;
+            };
+            stats.sent += 1;
+            if self.failed.contains(&to.0) {
+                continue;
+            }
+            if let Some(bytes) = self.faults.outgoing(to, frame, elapsed, &mut self.scratch) {
+                self.transport.send(to, bytes)?;
+            }
+        }
+        self.outbox.clear();
+        Ok(())
+    }
+
+    /// Waits (bounded) until queued sends have left.
+    fn drain_sends(&mut self, deadline: Instant) -> Result<(), ExecError> {
+        while self.transport.progress()? > 0 && Instant::now() < deadline {
+            self.absorb_failures();
+            self.transport.wait(Some(Duration::from_millis(1)))?;
+        }
+        Ok(())
+    }
+}
+
+fn log_rejected(from: Rank, error: FrameError) {
+    tracing::warn!(from = from.0, %error, "rejected a frame");
+}

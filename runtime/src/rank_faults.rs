@@ -1,0 +1,287 @@
+//! Scripted faults as one rank of a real job applies them to itself.
+//!
+//! The launcher applies faults that come from outside a process (kill at a time, kill a node,
+//! SIGSTOP); a rank applies those that act on its own messages and state: message bit flips,
+//! loss, cut links, slowness, state flips, a kill at the start of operation K, start spread.
+//! Real runs count wall-clock time, so times need a unit (`at=50ms`); `at=0` means "from the
+//! start".
+
+use std::time::Duration;
+
+use ftcoll_algos::bits::flip_in_bytes;
+use ftcoll_algos::protocol::LocalFault;
+use ftcoll_algos::rng::SimRng;
+use ftcoll_algos::values::Dtype;
+use ftcoll_algos::wire::HEADER_BYTES;
+use ftcoll_algos::Rank;
+
+use crate::faults::{
+    FaultSpec, FaultSpecError, FaultTime, FlipTarget, KillTime, MessageSelector, Spread,
+};
+
+/// Wall-clock time of a real-run fault: a unit is required except for 0.
+pub fn wall_time(at: FaultTime) -> Result<Duration, FaultSpecError> {
+    match at {
+        FaultTime::Nanos(ns) => Ok(Duration::from_nanos(ns)),
+        FaultTime::Steps(0) => Ok(Duration::ZERO),
+        FaultTime::Steps(_) => Err(FaultSpecError::BadValue {
+            key: "at".into(),
+            value: at.to_string(),
+            why: "real runs count wall-clock time: give a unit, e.g. at=50ms",
+        }),
+    }
+}
+
+/// A pending message flip.
+#[derive(Clone, Copy, Debug)]
+struct PendingFlip {
+    which: MessageSelector,
+    target: FlipTarget,
+}
+
+/// What one rank does to itself.
+#[derive(Debug)]
+pub struct RankFaults {
+    me: u32,
+    flips: Vec<PendingFlip>,
+    sent: u64,
+    drop_rate: f64,
+    /// Peers whose link to this rank is cut, from a time on.
+    cut: Vec<(u32, Duration)>,
+    /// Extra delay per handled input, and from when.
+    slow: Option<(Duration, Duration)>,
+    /// State flips and when.
+    state_flips: Vec<(Duration, LocalFault)>,
+    /// Operation at whose start this rank dies.
+    kill_at_op: Option<u64>,
+    /// Delay before the first operation.
+    start_delay: Duration,
+    rng: SimRng,
+    /// Flips applied so far.
+    pub flips_applied: u64,
+    /// Messages dropped so far.
+    pub dropped: u64,
+}
+
+/// Per-unit of slowness: each handled input takes this much longer per factor step.
+const SLOW_UNIT: Duration = Duration::from_micros(100);
+
+impl RankFaults {
+    /// The faults of `specs` that concern rank `me`, for a job seeded by `seed`.
+    pub fn for_rank(
+        specs: &[FaultSpec],
+        me: Rank,
+        seed: u64,
+    ) -> Result<RankFaults, FaultSpecError> {
+        let mut rng = SimRng::for_stream(seed, 0xFA17_0000 ^ u64::from(me.0));
+        let mut faults = RankFaults {
+            me: me.0,
+            flips: Vec::new(),
+            sent: 0,
+            drop_rate: 0.0,
+            cut: Vec::new(),
+            slow: None,
+            state_flips: Vec::new(),
+            kill_at_op: None,
+            start_delay: Duration::ZERO,
+            rng: SimRng::new(0),
+            flips_applied: 0,
+            dropped: 0,
+        };
+        for spec in specs {
+            match *spec {
+                FaultSpec::Kill {
+                    rank,
+                    at: KillTime::Operation(op),
+                } if rank == me => faults.kill_at_op = Some(op),
+                FaultSpec::FlipMessage {
+                    rank,
+                    which,
+                    target,
+                } if rank == me => {
+                    if let MessageSelector::AtOrAfter(at) = which {
+                        wall_time(at)?;
+                    }
+                    faults.flips.push(PendingFlip { which, target });
+                }
+                FaultSpec::FlipState { rank, var, bit, at } if rank == me => {
+                    faults
+                        .state_flips
+                        .push((wall_time(at)?, LocalFault::FlipBit { var, bit }));
+                }
+                FaultSpec::Drop { rank, rate } if rank.is_none_or(|r| r == me) => {
+                    faults.drop_rate = rate
+                }
+                FaultSpec::Cut { a, b, at } if a == me || b == me => {
+                    let peer = if a == me { b } else { a };
+                    faults.cut.push((peer.0, wall_time(at)?));
+                }
+                FaultSpec::Slow { rank, factor, at } if rank == me => {
+                    faults.slow = Some((SLOW_UNIT * factor.saturating_sub(1), wall_time(at)?));
+                }
+                FaultSpec::Spread(spread) => {
+                    faults.start_delay = match spread {
+                        Spread::Uniform(width) => {
+                            let width = wall_time(width)?;
+                            Duration::from_nanos(rng.below(width.as_nanos() as u64 + 1))
+                        }
+                        Spread::Normal(sigma) => {
+                            let sigma = wall_time(sigma)?.as_nanos() as f64;
+                            Duration::from_nanos((rng.normal() * sigma).abs() as u64)
+                        }
+                    }
+                }
+                // Validate the units of faults the launcher applies, so errors show up early.
+                FaultSpec::Kill {
+                    at: KillTime::At(at),
+                    ..
+                }
+                | FaultSpec::KillNode { at, .. }
+                | FaultSpec::Stop { at, .. } => {
+                    wall_time(at)?;
+                }
+                _ => {}
+            }
+        }
+        faults.rng = rng;
+        Ok(faults)
+    }
+
+    /// Whether this rank dies when operation `op` starts.
+    pub fn dies_at_op(&self, op: u64) -> bool {
+        self.kill_at_op == Some(op)
+    }
+
+    /// How long to wait before the first operation.
+    pub fn start_delay(&self) -> Duration {
+        self.start_delay
+    }
+
+    /// Extra time each handled input takes at `elapsed` since the rank started.
+    pub fn slowdown(&self, elapsed: Duration) -> Option<Duration> {
+        self.slow
+            .and_then(|(delay, from)| (elapsed >= from && !delay.is_zero()).then_some(delay))
+    }
+
+    /// State flips due by `elapsed`, removed from the plan.
+    pub fn due_state_flips(&mut self, elapsed: Duration) -> Vec<LocalFault> {
+        let (due, later): (Vec<_>, Vec<_>) = self
+            .state_flips
+            .drain(..)
+            .partition(|(at, _)| *at <= elapsed);
+        self.state_flips = later;
+        due.into_iter().map(|(_, f)| f).collect()
+    }
+
+    /// Decides the fate of one outgoing frame: `None` to lose it; otherwise the frame, flipped in
+    /// `scratch` if a flip applies.
+    pub fn outgoing<'a>(
+        &mut self,
+        to: Rank,
+        frame: &'a [u8],
+        elapsed: Duration,
+        scratch: &'a mut Vec<u8>,
+    ) -> Option<&'a [u8]> {
+        let index = self.sent;
+        self.sent += 1;
+        if self
+            .cut
+            .iter()
+            .any(|&(peer, from)| peer == to.0 && elapsed >= from)
+        {
+            self.dropped += 1;
+            return None;
+        }
+        if self.drop_rate > 0.0 && self.rng.chance(self.drop_rate) {
+            self.dropped += 1;
+            return None;
+        }
+        let pos = self.flips.iter().position(|f| match f.which {
+            MessageSelector::Nth(nth) => nth == index,
+            MessageSelector::AtOrAfter(at) => wall_time(at).is_ok_and(|t| elapsed >= t),
+        });
+        let Some(pos) = pos else {
+            return Some(frame);
+        };
+        let flip = self.flips.remove(pos);
+        scratch.clear();
+        scratch.extend_from_slice(frame);
+        let applied = match flip.target {
+            FlipTarget::Raw { bit } => {
+                flip_in_bytes(scratch, 1, (bit / 8) as usize, (bit % 8) as u32)
+            }
+            FlipTarget::Payload { elem, bit } => {
+                let elem_bytes = scratch
+                    .get(5)
+                    .and_then(|&c| Dtype::from_u8(c))
+                    .map_or(0, Dtype::elem_bytes);
+                let payload = scratch.get_mut(HEADER_BYTES..).unwrap_or_default();
+                flip_in_bytes(payload, elem_bytes, elem as usize, bit)
+            }
+        };
+        if applied {
+            self.flips_applied += 1;
+            tracing::info!(
+                rank = self.me,
+                to = to.0,
+                index,
+                "flipped a bit of an outgoing message"
+            );
+        }
+        Some(scratch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(texts: &[&str]) -> Vec<FaultSpec> {
+        texts.iter().map(|t| FaultSpec::parse(t).unwrap()).collect()
+    }
+
+    #[test]
+    fn plain_times_are_refused_for_real_runs() {
+        assert!(RankFaults::for_rank(&specs(&["kill:rank=1,at=50"]), Rank(0), 1).is_err());
+        assert!(RankFaults::for_rank(&specs(&["kill:rank=1,at=50ms"]), Rank(0), 1).is_ok());
+        assert!(RankFaults::for_rank(&specs(&["kill:rank=1,at=0"]), Rank(0), 1).is_ok());
+    }
+
+    #[test]
+    fn message_faults_apply_to_their_rank_only() {
+        let plan = specs(&[
+            "flip-msg:rank=0,bit=63,nth=1",
+            "cut:link=0-2",
+            "kill:rank=0,op=3",
+        ]);
+        let mut mine = RankFaults::for_rank(&plan, Rank(0), 1).unwrap();
+        let other = RankFaults::for_rank(&plan, Rank(1), 1).unwrap();
+        assert!(mine.dies_at_op(3) && !other.dies_at_op(3));
+        let frame = ftcoll_algos::wire::encode(
+            ftcoll_algos::FrameHeader::new(
+                ftcoll_algos::AlgoId::Rdb,
+                2,
+                ftcoll_algos::OpId(1),
+                Rank(0),
+                1,
+            ),
+            ftcoll_algos::ValuesRef::F64(&[2.0]),
+        );
+        let mut scratch = Vec::new();
+        assert_eq!(
+            mine.outgoing(Rank(1), &frame, Duration::ZERO, &mut scratch),
+            Some(&frame[..])
+        );
+        let flipped = mine
+            .outgoing(Rank(1), &frame, Duration::ZERO, &mut scratch)
+            .unwrap()
+            .to_vec();
+        let value: f64 = bytemuck::pod_read_unaligned(&flipped[HEADER_BYTES..HEADER_BYTES + 8]);
+        assert_eq!(value, -2.0);
+        assert_eq!(
+            mine.outgoing(Rank(2), &frame, Duration::ZERO, &mut scratch),
+            None,
+            "cut link"
+        );
+    }
+}

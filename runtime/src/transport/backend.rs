@@ -1,0 +1,63 @@
+//! The static set of compiled-in transports.
+
+use std::time::Duration;
+
+use ftcoll_algos::Rank;
+
+use super::shm::ShmTransport;
+use super::tcp::TcpTransport;
+use super::{RegisteredBuffer, Transport, TransportError, TransportKind, Waker};
+
+/// One of the compiled-in transports, dispatched statically.
+pub enum Backend {
+    /// Shared memory.
+    Shm(ShmTransport),
+    /// TCP.
+    Tcp(TcpTransport),
+}
+
+macro_rules! each {
+    ($self:expr, $t:ident => $body:expr) => {
+        match $self {
+            Backend::Shm($t) => $body,
+            Backend::Tcp($t) => $body,
+        }
+    };
+}
+
+impl Transport for Backend {
+    fn kind(&self) -> TransportKind {
+        each!(self, t => t.kind())
+    }
+    fn local_address(&self) -> String {
+        each!(self, t => t.local_address())
+    }
+    fn max_frame_bytes(&self) -> usize {
+        each!(self, t => t.max_frame_bytes())
+    }
+    fn send(&mut self, to: Rank, frame: &[u8]) -> Result<(), TransportError> {
+        each!(self, t => t.send(to, frame))
+    }
+    fn register(&mut self, bytes: usize) -> Result<RegisteredBuffer, TransportError> {
+        each!(self, t => t.register(bytes))
+    }
+    fn progress(&mut self) -> Result<usize, TransportError> {
+        each!(self, t => t.progress())
+    }
+    fn poll_recv(
+        &mut self,
+        max_frames: usize,
+        handler: &mut dyn FnMut(Rank, &[u8]),
+    ) -> Result<usize, TransportError> {
+        each!(self, t => t.poll_recv(max_frames, handler))
+    }
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
+        each!(self, t => t.wait(timeout))
+    }
+    fn waker(&self) -> Waker {
+        each!(self, t => t.waker())
+    }
+    fn peer_failed(&mut self, peer: Rank) {
+        each!(self, t => t.peer_failed(peer))
+    }
+}

@@ -1,0 +1,313 @@
+//! The shared-memory transport: the default on one machine, needing no system library.
+//!
+//! Every rank owns an inbox in one shared segment ([`segment`]). An inbox has a few *lanes*,
+//! each a single-producer ring ([`ring`]); a sender leases a free lane with one CAS, appends its
+//! frames, publishes them with one release store, returns the lease and rings the receiver's
+//! doorbell. The receiver reads frames in place and hands them to the protocol without copying.
+//!
+//! Why lanes rather than one multi-producer ring: a sender killed by SIGKILL in the middle of a
+//! write must not wedge the receiver. In a lane the half-written record lies beyond the published
+//! tail and is never read; the dead sender's lease is released when the failure notice arrives
+//! ([`ShmTransport::peer_failed`]).
+//!
+//! Waiting: a rank with nothing to do spins for a short budget (only when the node has no more
+//! ranks than cores: spinning against a descheduled peer only burns its core), then sleeps on its
+//! doorbell with a futex; senders wake it only when it has said it sleeps.
+
+pub mod ring;
+pub mod segment;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ftcoll_algos::Rank;
+use rustix::thread::futex;
+
+use self::segment::Segment;
+use super::{Transport, TransportError, TransportKind, Waker};
+
+pub use self::segment::Geometry;
+
+/// Default lanes per inbox.
+pub const DEFAULT_LANES: u32 = 8;
+/// Default ring bytes per lane.
+pub const DEFAULT_LANE_BYTES: u32 = 64 * 1024;
+/// Bound on bytes queued for receivers without room.
+const MAX_QUEUED_BYTES: usize = 256 << 20;
+/// Longest sleep while sends are queued: receivers free room without ringing senders.
+const QUEUED_SEND_RETRY: Duration = Duration::from_micros(200);
+
+/// One rank's endpoint on a shared segment.
+pub struct ShmTransport {
+    segment: Arc<Segment>,
+    me: u32,
+    /// Frames waiting for room, per destination, in send order.
+    queued: BTreeMap<u32, VecDeque<Vec<u8>>>,
+    queued_bytes: usize,
+    /// Lane to scan first on the next receive, for fairness between lanes.
+    next_lane: u32,
+    spin: Duration,
+    /// Records skipped as corrupt.
+    corrupt_lanes: u64,
+}
+
+impl ShmTransport {
+    /// The endpoint of rank `me`; `spin` is the busy-wait budget before sleeping.
+    pub fn new(
+        segment: Arc<Segment>,
+        me: Rank,
+        spin: Duration,
+    ) -> Result<ShmTransport, TransportError> {
+        let ranks = segment.geometry().ranks;
+        if me.0 >= ranks {
+            return Err(TransportError::NoSuchRank {
+                rank: me.0,
+                size: ranks,
+            });
+        }
+        Ok(ShmTransport {
+            segment,
+            me: me.0,
+            queued: BTreeMap::new(),
+            queued_bytes: 0,
+            next_lane: 0,
+            spin,
+            corrupt_lanes: 0,
+        })
+    }
+
+    /// Records skipped because shared memory held an impossible length.
+    pub fn corrupt_lanes(&self) -> u64 {
+        self.corrupt_lanes
+    }
+
+    fn lanes(&self) -> u32 {
+        self.segment.geometry().lanes
+    }
+
+    /// Leases a lane of `to`'s inbox, starting at a lane that depends on the sender so that
+    /// senders spread over lanes without contending.
+    fn lease(&self, to: u32) -> Option<u32> {
+        let lanes = self.lanes();
+        let start = self.me % lanes;
+        (0..lanes).map(|i| (start + i) % lanes).find(|&lane| {
+            self.segment
+                .lane(to, lane)
+                .owner
+                .compare_exchange(0, self.me + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    fn release(&self, to: u32, lane: u32) {
+        self.segment
+            .lane(to, lane)
+            .owner
+            .store(0, Ordering::Release);
+    }
+
+    /// Tells `to` that it has mail, waking it if it sleeps.
+    fn ring_doorbell(&self, to: u32) {
+        self.segment.doorbell(to).fetch_add(1, Ordering::SeqCst);
+        if self.segment.sleeping(to).load(Ordering::SeqCst) != 0 {
+            let _ = futex::wake(self.segment.doorbell(to), futex::Flags::empty(), 1);
+        }
+    }
+
+    /// Writes queued frames for `to`, then `extra`; returns whether `extra` went out.
+    fn flush_to(&mut self, to: u32, extra: Option<&[u8]>) -> bool {
+        let Some(lane_index) = self.lease(to) else {
+            return false;
+        };
+        let lane = self.segment.lane(to, lane_index);
+        let mut wrote = false;
+        if let Some(queue) = self.queued.get_mut(&to) {
+            while let Some(frame) = queue.front() {
+                if !ring::push(&lane, self.me, frame) {
+                    break;
+                }
+                self.queued_bytes -= frame.len();
+                queue.pop_front();
+                wrote = true;
+            }
+            if queue.is_empty() {
+                self.queued.remove(&to);
+            }
+        }
+        let extra_sent = match extra {
+            Some(frame) if !self.queued.contains_key(&to) => ring::push(&lane, self.me, frame),
+            _ => false,
+        };
+        self.release(to, lane_index);
+        if wrote || extra_sent {
+            self.ring_doorbell(to);
+        }
+        extra_sent
+    }
+
+    fn has_arrivals(&self) -> bool {
+        (0..self.lanes()).any(|lane| ring::has_records(&self.segment.lane(self.me, lane)))
+    }
+}
+
+impl Transport for ShmTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Shm
+    }
+
+    fn local_address(&self) -> String {
+        format!("shm:{}", self.me)
+    }
+
+    fn max_frame_bytes(&self) -> usize {
+        ring::max_frame_bytes(self.segment.geometry().lane_bytes as usize)
+    }
+
+    fn send(&mut self, to: Rank, frame: &[u8]) -> Result<(), TransportError> {
+        let ranks = self.segment.geometry().ranks;
+        if to.0 >= ranks {
+            return Err(TransportError::NoSuchRank {
+                rank: to.0,
+                size: ranks,
+            });
+        }
+        if frame.len() > self.max_frame_bytes() {
+            return Err(TransportError::FrameTooLarge {
+                len: frame.len(),
+                limit: self.max_frame_bytes(),
+            });
+        }
+        if self.flush_to(to.0, Some(frame)) {
+            return Ok(());
+        }
+        if self.queued_bytes + frame.len() > MAX_QUEUED_BYTES {
+            return Err(TransportError::Backpressure {
+                queued_bytes: self.queued_bytes,
+            });
+        }
+        self.queued_bytes += frame.len();
+        self.queued
+            .entry(to.0)
+            .or_default()
+            .push_back(frame.to_vec());
+        Ok(())
+    }
+
+    fn progress(&mut self) -> Result<usize, TransportError> {
+        let destinations: Vec<u32> = self.queued.keys().copied().collect();
+        for to in destinations {
+            self.flush_to(to, None);
+        }
+        Ok(self.queued.values().map(VecDeque::len).sum())
+    }
+
+    fn poll_recv(
+        &mut self,
+        max_frames: usize,
+        handler: &mut dyn FnMut(Rank, &[u8]),
+    ) -> Result<usize, TransportError> {
+        let lanes = self.lanes();
+        let ranks = self.segment.geometry().ranks;
+        let mut handled = 0;
+        for i in 0..lanes {
+            if handled >= max_frames {
+                break;
+            }
+            let lane_index = (self.next_lane + i) % lanes;
+            let lane = self.segment.lane(self.me, lane_index);
+            let drained = ring::drain(&lane, max_frames - handled, &mut |from, bytes| {
+                // A sender id outside the job can only come from corrupted memory; the frame
+                // is still delivered as coming from "nobody" would be wrong, so drop it.
+                if from < ranks {
+                    handler(Rank(from), bytes);
+                }
+            });
+            if drained.corrupt {
+                self.corrupt_lanes += 1;
+                tracing::warn!(
+                    lane = lane_index,
+                    "skipped a corrupt record in the shared-memory inbox"
+                );
+            }
+            handled += drained.frames;
+        }
+        self.next_lane = (self.next_lane + 1) % lanes;
+        Ok(handled)
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
+        let start = Instant::now();
+        let timeout = match (timeout, self.queued.is_empty()) {
+            (Some(t), false) => Some(t.min(QUEUED_SEND_RETRY)),
+            (None, false) => Some(QUEUED_SEND_RETRY),
+            (t, true) => t,
+        };
+        // Spin briefly: with a core per rank this keeps latency that of polling.
+        let spin_until = start + self.spin.min(timeout.unwrap_or(self.spin));
+        while Instant::now() < spin_until {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+            if self.has_arrivals() {
+                return Ok(());
+            }
+        }
+        let doorbell = self.segment.doorbell(self.me);
+        let sleeping = self.segment.sleeping(self.me);
+        sleeping.store(1, Ordering::SeqCst);
+        let seen = doorbell.load(Ordering::SeqCst);
+        if self.has_arrivals() {
+            sleeping.store(0, Ordering::SeqCst);
+            return Ok(());
+        }
+        let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
+        let timespec = remaining.map(|d| rustix::time::Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: i64::from(d.subsec_nanos()),
+        });
+        if remaining != Some(Duration::ZERO) {
+            // Returns at once if a sender rang after `seen` was read: no lost wake-up.
+            match futex::wait(doorbell, futex::Flags::empty(), seen, timespec.as_ref()) {
+                Ok(()) => {}
+                Err(e)
+                    if e == rustix::io::Errno::AGAIN
+                        || e == rustix::io::Errno::TIMEDOUT
+                        || e == rustix::io::Errno::INTR => {}
+                Err(e) => {
+                    sleeping.store(0, Ordering::SeqCst);
+                    return Err(TransportError::io(
+                        "waiting on the inbox doorbell",
+                        e.into(),
+                    ));
+                }
+            }
+        }
+        sleeping.store(0, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn waker(&self) -> Waker {
+        let segment = Arc::clone(&self.segment);
+        let me = self.me;
+        Waker::new(move || {
+            segment.doorbell(me).fetch_add(1, Ordering::SeqCst);
+            let _ = futex::wake(segment.doorbell(me), futex::Flags::empty(), 1);
+        })
+    }
+
+    fn peer_failed(&mut self, peer: Rank) {
+        if let Some(queue) = self.queued.remove(&peer.0) {
+            self.queued_bytes -= queue.iter().map(Vec::len).sum::<usize>();
+        }
+        // A lease the dead rank held (it died writing) would block that lane forever.
+        for lane in 0..self.lanes() {
+            let owner = self.segment.lane(self.me, lane).owner;
+            let _ = owner.compare_exchange(peer.0 + 1, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

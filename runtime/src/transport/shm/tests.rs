@@ -1,0 +1,228 @@
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ftcoll_algos::wire::{encode, Frame, FrameHeader};
+use ftcoll_algos::{AlgoId, OpId, Rank, ValuesRef};
+
+use super::segment::{Geometry, Segment};
+use super::*;
+
+fn segment(ranks: u32, lanes: u32, lane_bytes: u32) -> Arc<Segment> {
+    Arc::new(
+        Segment::create(
+            Geometry {
+                ranks,
+                lanes,
+                lane_bytes,
+            },
+            7,
+        )
+        .unwrap(),
+    )
+}
+
+fn frame(from: u32, seq: u32, len: usize) -> Vec<u8> {
+    let payload: Vec<f64> = (0..len).map(|i| f64::from(seq) + i as f64).collect();
+    encode(
+        FrameHeader::new(AlgoId::Rdb, 2, OpId(1), Rank(from), seq),
+        ValuesRef::F64(&payload),
+    )
+}
+
+/// Every rank sends `per_peer` frames to every other rank while receiving; returns when all
+/// arrived, checking order per sender and in-place payload reads.
+fn all_to_all(ranks: u32, lanes: u32, lane_bytes: u32, per_peer: u32) {
+    let seg = segment(ranks, lanes, lane_bytes);
+    let barrier = Arc::new(Barrier::new(ranks as usize));
+    let workers: Vec<_> = (0..ranks)
+        .map(|me| {
+            let seg = Arc::clone(&seg);
+            let barrier = Arc::clone(&barrier);
+            thread::spawn(move || {
+                let mut t = ShmTransport::new(seg, Rank(me), Duration::from_micros(20)).unwrap();
+                barrier.wait();
+                let mut next_expected = vec![0u32; ranks as usize];
+                let mut received = 0u64;
+                let want = u64::from(per_peer) * u64::from(ranks - 1);
+                let mut seq = 0;
+                let deadline = Instant::now() + Duration::from_secs(30);
+                loop {
+                    let queued = t.progress().unwrap();
+                    if received == want && queued == 0 && seq == per_peer {
+                        break;
+                    }
+                    assert!(
+                        Instant::now() < deadline,
+                        "rank {me} stuck: {received}/{want}"
+                    );
+                    if seq < per_peer {
+                        for to in (0..ranks).filter(|&to| to != me) {
+                            t.send(Rank(to), &frame(me, seq, 1 + (seq as usize * 7) % 40))
+                                .unwrap();
+                        }
+                        seq += 1;
+                    }
+                    t.poll_recv(64, &mut |from, bytes| {
+                        let f = Frame::decode(bytes).unwrap();
+                        assert_eq!(f.header.source, from.0);
+                        assert_eq!(f.header.step, next_expected[from.index()], "out of order");
+                        next_expected[from.index()] += 1;
+                        match f.values().unwrap() {
+                            ValuesRef::F64(v) => assert_eq!(v[0], f64::from(f.header.step)),
+                            other => panic!("{other:?}"),
+                        }
+                        received += 1;
+                    })
+                    .unwrap();
+                    if received < want && seq >= per_peer {
+                        t.wait(Some(Duration::from_millis(5))).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+}
+
+#[test]
+fn all_to_all_in_order_and_in_place() {
+    all_to_all(4, DEFAULT_LANES, 4096, 2000);
+}
+
+#[test]
+fn tiny_lanes_apply_backpressure_without_loss_or_deadlock() {
+    // One lane of 512 bytes per inbox: senders constantly find it full or leased.
+    all_to_all(4, 1, 1024, 500);
+}
+
+#[test]
+fn oversized_frames_and_unknown_ranks_are_errors() {
+    let seg = segment(2, 2, 1024);
+    let mut t = ShmTransport::new(seg, Rank(0), Duration::ZERO).unwrap();
+    assert!(matches!(
+        t.send(Rank(1), &vec![0u8; 600]),
+        Err(TransportError::FrameTooLarge { .. })
+    ));
+    assert!(matches!(
+        t.send(Rank(5), &frame(0, 0, 1)),
+        Err(TransportError::NoSuchRank { .. })
+    ));
+}
+
+#[test]
+fn a_rank_killed_mid_write_leaves_nothing_visible_and_its_lease_is_reclaimed() {
+    let seg = segment(3, 1, 1024);
+    let mut receiver = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
+    // Rank 2 "dies" holding the only lane after writing garbage past the published tail.
+    let lane = seg.lane(0, 0);
+    lane.owner.store(3, Ordering::SeqCst);
+    lane.write(0, &[0xFF; 64]);
+    let mut sender = ShmTransport::new(Arc::clone(&seg), Rank(1), Duration::ZERO).unwrap();
+    sender.send(Rank(0), &frame(1, 0, 2)).unwrap();
+    assert_eq!(
+        sender.progress().unwrap(),
+        1,
+        "the frame should wait for the lane"
+    );
+    assert_eq!(
+        receiver
+            .poll_recv(10, &mut |_, _| panic!("garbage delivered"))
+            .unwrap(),
+        0
+    );
+    receiver.peer_failed(Rank(2));
+    assert_eq!(sender.progress().unwrap(), 0);
+    let mut got = 0;
+    receiver
+        .poll_recv(10, &mut |from, bytes| {
+            assert_eq!(from, Rank(1));
+            Frame::decode(bytes).unwrap();
+            got += 1;
+        })
+        .unwrap();
+    assert_eq!(got, 1);
+}
+
+#[test]
+fn a_corrupt_length_is_skipped_not_trusted() {
+    let seg = segment(2, 1, 1024);
+    let lane = seg.lane(0, 0);
+    lane.write(0, &[200, 0, 0, 0, 1, 0, 0, 0]);
+    lane.tail.store(16, Ordering::SeqCst);
+    let mut receiver = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
+    assert_eq!(
+        receiver
+            .poll_recv(10, &mut |_, _| panic!("corrupt record delivered"))
+            .unwrap(),
+        0
+    );
+    assert_eq!(receiver.corrupt_lanes(), 1);
+    let mut sender = ShmTransport::new(seg, Rank(1), Duration::ZERO).unwrap();
+    sender.send(Rank(0), &frame(1, 0, 1)).unwrap();
+    assert_eq!(
+        receiver.poll_recv(10, &mut |_, _| {}).unwrap(),
+        1,
+        "the lane works afterwards"
+    );
+}
+
+#[test]
+fn a_sleeping_rank_wakes_on_a_send_and_on_its_waker() {
+    let seg = segment(2, 2, 1024);
+    let mut sleeper = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
+    let waker = sleeper.waker();
+    let poker = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50));
+        waker.wake();
+    });
+    let start = Instant::now();
+    sleeper.wait(Some(Duration::from_secs(10))).unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "waker did not wake the sleeper"
+    );
+    poker.join().unwrap();
+    let sender_seg = Arc::clone(&seg);
+    let sender = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50));
+        let mut t = ShmTransport::new(sender_seg, Rank(1), Duration::ZERO).unwrap();
+        t.send(Rank(0), &frame(1, 0, 1)).unwrap();
+    });
+    let start = Instant::now();
+    while sleeper.poll_recv(1, &mut |_, _| {}).unwrap() == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "a send did not wake the sleeper"
+        );
+        sleeper.wait(Some(Duration::from_secs(10))).unwrap();
+    }
+    sender.join().unwrap();
+}
+
+#[test]
+fn an_inherited_descriptor_is_checked() {
+    let seg = segment(2, 2, 1024);
+    // Duplicate the descriptor as a child would inherit it, then open it as that child would.
+    let dup = rustix::io::dup(unsafe_free_borrow(&seg)).unwrap();
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(dup);
+    assert!(matches!(
+        Segment::open_inherited(fd, 8),
+        Err(TransportError::Segment(_))
+    ));
+    let dup = rustix::io::dup(unsafe_free_borrow(&seg)).unwrap();
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(dup);
+    let opened = Segment::open_inherited(fd, 7).unwrap();
+    assert_eq!(opened.geometry(), seg.geometry());
+    assert!(matches!(
+        Segment::open_inherited(987_654, 7),
+        Err(TransportError::Segment(_))
+    ));
+}
+
+fn unsafe_free_borrow(seg: &Segment) -> std::os::fd::BorrowedFd<'_> {
+    seg.fd()
+}
