@@ -117,9 +117,10 @@ pub struct RunArgs {
     /// Network topology: full, hypercube, torus, ring, bus.
     #[arg(long)]
     pub topology: Option<String>,
-    /// Ranks per node (node failures, hierarchical algorithms).
-    #[arg(long, default_value_t = 1)]
-    pub ranks_per_node: u32,
+    /// Ranks per node (node failures, hierarchical algorithms); default: 1 in the simulator,
+    /// all ranks on one node in a real run.
+    #[arg(long)]
+    pub ranks_per_node: Option<u32>,
     /// Simulator cost model: logp or rounds.
     #[arg(long, default_value = "logp")]
     pub cost: String,

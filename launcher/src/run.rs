@@ -46,7 +46,8 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         .iter()
         .map(|spec| FaultSpec::parse(spec).with_context(|| format!("in --fault {spec}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if args.ranks_per_node == 0 {
+    let ranks_per_node = args.ranks_per_node.unwrap_or(1);
+    if ranks_per_node == 0 {
         bail!("--ranks-per-node must be at least 1");
     }
     let config = SimConfig {
@@ -54,7 +55,7 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         cost,
         detector: parse_detector(&args.detector)?,
         faults,
-        ranks_per_node: args.ranks_per_node,
+        ranks_per_node,
         ..SimConfig::default()
     };
     Ok((spec, config))

@@ -135,13 +135,13 @@ impl Communicator {
                         ),
                     })
                 };
-                Backend::Tcp(TcpTransport::bind(TcpConfig {
+                Backend::Tcp(Box::new(TcpTransport::bind(TcpConfig {
                     rank: Rank(env.rank),
                     size: env.size,
                     bind_ip: env.bind_ip,
                     job_token: crate::control::msg::data_token(&env.secret),
                     resolver: Box::new(resolver),
-                })?)
+                })?))
             }
             other => return Err(TransportError::NotCompiledIn(other).into()),
         };

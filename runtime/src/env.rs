@@ -76,7 +76,7 @@ pub enum EnvError {
 
 /// Decodes hex into bytes.
 pub fn from_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())

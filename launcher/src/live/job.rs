@@ -24,6 +24,11 @@ use crate::cli::RunArgs;
 const LISTENER: Token = Token(0);
 const PIDFD_BASE: usize = 1;
 const CONN_BASE: usize = 1 << 32;
+/// Up to this many ranks wait in the listen backlog (the kernel caps it at somaxconn, 4096 on
+/// current Linux) while the launcher spawns without serving.
+const BACKLOG_SAFE_RANKS: u64 = 4096;
+/// Ranks started between two turns of the event loop.
+const SPAWN_BATCH: usize = 32;
 /// A rank must register within this long of being started.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -109,11 +114,8 @@ pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
         bail!("--suspect-ms ({suspect_ms}) must exceed --heartbeat-ms ({heartbeat_ms})");
     }
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u32;
-    let ranks_per_node = if args.ranks_per_node == 0 {
-        n
-    } else {
-        args.ranks_per_node.min(n)
-    };
+    // A real job on one machine puts every rank on one node unless told otherwise.
+    let ranks_per_node = args.ranks_per_node.unwrap_or(n).clamp(1, n);
     let env = JobEnv {
         size: n,
         job_id,
@@ -124,43 +126,22 @@ pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
         bind_ip: args.bind.clone(),
         ranks_per_node,
         heartbeat_ms,
-        // Spinning only pays when every rank of the node has a core to spin on.
-        spin_us: if ranks_per_node.min(n) <= cores {
-            50
-        } else {
-            0
-        },
+        // Spinning only pays when every rank has a core to spin on: this launcher starts all
+        // ranks on this machine.
+        spin_us: if n <= cores { 50 } else { 0 },
         faults: args.faults.join(";"),
     };
     let launcher_faults = launcher_faults(&spec.faults, n, ranks_per_node)?;
 
     let mut poll = Poll::new()?;
+    // Thousands of ranks connect at once: a deep backlog keeps their SYNs from being dropped
+    // (a dropped SYN is retried only after a second or more).
+    rustix::net::listen(&listener, 8192).context("setting the control listener's backlog")?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
+    tracing::info!(%control_addr, "control plane listening");
     let started = Instant::now();
-    let mut ranks: Vec<RankSlot> = (0..n).map(|_| RankSlot::default()).collect();
-    for (r, slot) in ranks.iter_mut().enumerate() {
-        let spawned = spawn_rank(
-            &env,
-            r as u32,
-            &spec.program,
-            &spec.program_args,
-            spec.builtin,
-        )?;
-        slot.pid = spawned.child.id();
-        poll.registry().register(
-            &mut SourceFd(&spawned.pidfd.as_raw_fd()),
-            Token(PIDFD_BASE + r),
-            Interest::READABLE,
-        )?;
-        slot.child = Some(spawned.child);
-        slot.pidfd = Some(spawned.pidfd);
-    }
-    // The segment's descriptor has been inherited; the launcher's mapping can go.
-    drop(segment);
-    let spawned_s = started.elapsed().as_secs_f64();
-    tracing::info!(n, spawned_s, "ranks started");
-
+    let ranks: Vec<RankSlot> = (0..n).map(|_| RankSlot::default()).collect();
     let mut state = Loop {
         ranks,
         conns: Vec::new(),
@@ -175,8 +156,50 @@ pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
         launcher_faults,
         registered_pids: BTreeMap::new(),
     };
-    let job_timeout = Duration::from_secs(args.timeout_s);
     let mut events = Events::with_capacity(1024);
+    // Every descriptor the launcher holds is copied into each child and closed again at its
+    // exec: spawning while holding a pidfd and a socket per earlier rank costs O(N^2). So ranks
+    // are started with only the listener open, their connections waiting in the backlog, and
+    // served afterwards — unless N exceeds what the backlog holds, in which case the launcher
+    // accepts between batches.
+    let serve_while_spawning = u64::from(n) > BACKLOG_SAFE_RANKS;
+    let mut children = Vec::with_capacity(n as usize);
+    for first in (0..n).step_by(SPAWN_BATCH) {
+        for r in first..(first + SPAWN_BATCH as u32).min(n) {
+            children.push(spawn_rank(
+                &env,
+                r,
+                &spec.program,
+                &spec.program_args,
+                spec.builtin,
+            )?);
+        }
+        if serve_while_spawning {
+            state.serve(&mut poll, &mut listener, &mut events, Duration::ZERO, n)?;
+        }
+    }
+    for (r, child) in children.into_iter().enumerate() {
+        // The child cannot be reaped by anyone else before we wait for it, so its pid is still
+        // its own: opening the pidfd late is safe.
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).context("child has no pid")?;
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            .with_context(|| format!("pidfd_open for rank {r}"))?;
+        poll.registry().register(
+            &mut SourceFd(&pidfd.as_raw_fd()),
+            Token(PIDFD_BASE + r),
+            Interest::READABLE,
+        )?;
+        let slot = &mut state.ranks[r];
+        slot.pid = child.id();
+        slot.child = Some(child);
+        slot.pidfd = Some(pidfd);
+    }
+    // The segment's descriptor has been inherited; the launcher's mapping can go.
+    drop(segment);
+    let spawned_s = started.elapsed().as_secs_f64();
+    tracing::info!(n, spawned_s, "ranks started");
+
+    let job_timeout = Duration::from_secs(args.timeout_s);
     let tick = Duration::from_millis((heartbeat_ms / 2).clamp(5, 250));
     let mut timed_out = false;
     while state.ranks.iter().any(|r| !r.exited) {
@@ -187,22 +210,9 @@ pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
             state.reap_all_blocking();
             break;
         }
-        poll.poll(&mut events, Some(tick))?;
-        for event in events.iter() {
-            match event.token() {
-                LISTENER => state.accept(&mut poll, &mut listener)?,
-                Token(t) if (PIDFD_BASE..PIDFD_BASE + n as usize).contains(&t) => {
-                    state.reaped(&mut poll, (t - PIDFD_BASE) as u32)?
-                }
-                Token(t) if t >= CONN_BASE => {
-                    state.conn_event(&mut poll, t - CONN_BASE, event.is_readable())?
-                }
-                _ => {}
-            }
-        }
+        state.serve(&mut poll, &mut listener, &mut events, tick, n)?;
         state.check_liveness(n);
         state.apply_launcher_faults();
-        state.flush_all(&mut poll)?;
     }
     let wall_s = started.elapsed().as_secs_f64();
     Ok(LiveOutcome {
@@ -294,6 +304,31 @@ struct Loop {
 }
 
 impl Loop {
+    /// One round of the event loop: wait up to `timeout` and handle what happened.
+    fn serve(
+        &mut self,
+        poll: &mut Poll,
+        listener: &mut TcpListener,
+        events: &mut Events,
+        timeout: Duration,
+        n: u32,
+    ) -> anyhow::Result<()> {
+        poll.poll(events, Some(timeout))?;
+        for event in events.iter() {
+            match event.token() {
+                LISTENER => self.accept(poll, listener)?,
+                Token(t) if (PIDFD_BASE..PIDFD_BASE + n as usize).contains(&t) => {
+                    self.reaped(poll, (t - PIDFD_BASE) as u32)?
+                }
+                Token(t) if t >= CONN_BASE => {
+                    self.conn_event(poll, t - CONN_BASE, event.is_readable())?
+                }
+                _ => {}
+            }
+        }
+        self.flush_all(poll)
+    }
+
     fn accept(&mut self, poll: &mut Poll, listener: &mut TcpListener) -> anyhow::Result<()> {
         // Accept everything pending; the backlog bounds this loop.
         loop {
@@ -341,7 +376,7 @@ impl Loop {
     }
 
     fn conn_event(&mut self, poll: &mut Poll, index: usize, readable: bool) -> anyhow::Result<()> {
-        let registered: BTreeMap<u32, u32> = self.registered_pids.clone();
+        let registered = &self.registered_pids;
         let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
             return Ok(());
         };
@@ -352,7 +387,7 @@ impl Loop {
         if !readable {
             return Ok(());
         }
-        let (requests, closed) = conn.read(&self.secret, self.ranks.len() as u32, &registered);
+        let (requests, closed) = conn.read(&self.secret, self.ranks.len() as u32, registered);
         for request in requests {
             self.handle(index, request);
         }

@@ -179,7 +179,7 @@ impl LiveOutcome {
             report.ops, report.ops_ok_all_ranks
         );
         match report.max_rel_error {
-            Some(e) if e == 0.0 => println!("  result            exact (max rel. error 0)"),
+            Some(0.0) => println!("  result            exact (max rel. error 0)"),
             Some(e) => println!("  max rel. error    {e:.3e}"),
             None => println!("  result            none (no rank completed an operation)"),
         }

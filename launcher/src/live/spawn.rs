@@ -1,6 +1,5 @@
 //! Starting rank processes.
 
-use std::os::fd::OwnedFd;
 use std::process::{Child, Command, Stdio};
 
 use anyhow::Context;
@@ -32,14 +31,6 @@ pub struct JobEnv {
     pub faults: String,
 }
 
-/// A started rank.
-pub struct Spawned {
-    /// The child.
-    pub child: Child,
-    /// Its pidfd: readable when it exits.
-    pub pidfd: OwnedFd,
-}
-
 /// Starts rank `rank` running `program args`.
 pub fn spawn_rank(
     env: &JobEnv,
@@ -47,7 +38,7 @@ pub fn spawn_rank(
     program: &str,
     args: &[String],
     quiet: bool,
-) -> anyhow::Result<Spawned> {
+) -> anyhow::Result<Child> {
     let mut command = Command::new(program);
     command
         .args(args)
@@ -75,10 +66,7 @@ pub fn spawn_rank(
     let child = command.spawn().with_context(|| {
         format!("cannot start rank {rank} ({program}); check the path and permissions")
     })?;
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).context("child has no pid")?;
-    let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-        .with_context(|| format!("pidfd_open for rank {rank}"))?;
-    Ok(Spawned { child, pidfd })
+    Ok(child)
 }
 
 /// Random bytes from the OS.

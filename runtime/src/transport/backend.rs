@@ -12,8 +12,8 @@ use super::{RegisteredBuffer, Transport, TransportError, TransportKind, Waker};
 pub enum Backend {
     /// Shared memory.
     Shm(ShmTransport),
-    /// TCP.
-    Tcp(TcpTransport),
+    /// TCP (boxed: its socket tables make it much larger than the shared-memory endpoint).
+    Tcp(Box<TcpTransport>),
 }
 
 macro_rules! each {

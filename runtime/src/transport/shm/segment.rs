@@ -61,7 +61,7 @@ impl Geometry {
                 self.ranks, self.lanes
             )));
         }
-        if self.lane_bytes < 256 || self.lane_bytes as usize % LINE != 0 {
+        if self.lane_bytes < 256 || !(self.lane_bytes as usize).is_multiple_of(LINE) {
             return Err(TransportError::Segment(format!(
                 "lane size {} must be a multiple of 64 and at least 256 bytes",
                 self.lane_bytes
@@ -220,7 +220,7 @@ impl Segment {
 
     fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
         assert!(
-            offset % 4 == 0 && offset + 4 <= self.map.len(),
+            offset.is_multiple_of(4) && offset + 4 <= self.map.len(),
             "segment offset out of range"
         );
         // SAFETY: in bounds and aligned (checked); AtomicU32 has u32's layout; the mapping lives
@@ -230,7 +230,7 @@ impl Segment {
 
     fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
         assert!(
-            offset % 8 == 0 && offset + 8 <= self.map.len(),
+            offset.is_multiple_of(8) && offset + 8 <= self.map.len(),
             "segment offset out of range"
         );
         // SAFETY: as in `atomic_u32`.
