@@ -363,13 +363,8 @@ impl Loop {
                 tracing::warn!(rank = ?conn.rank, "refused a control connection: {why}");
             }
             if let Some(rank) = conn.rank {
-                let slot = &mut self.ranks[rank as usize];
-                slot.conn = None;
-                // A rank that drops its control connection while alive and unfinished cannot be
-                // told of failures any more: treat it as failed, killing it first.
-                if !slot.exited && !slot.finished && slot.fenced.is_none() {
-                    self.fence(rank, FailureCause::ControlLost);
-                }
+                self.ranks[rank as usize].conn = None;
+                self.control_closed(poll, rank);
             }
             self.free_conns.push(index);
         }
@@ -557,6 +552,35 @@ impl Loop {
             );
         }
         Ok(())
+    }
+
+    /// A registered rank's control connection closed. Usually the process died (its EOF tends to
+    /// arrive before the pidfd event): reap it now so the cause is its exit. A rank that drops
+    /// the connection while alive and unfinished cannot be told of failures any more: it is
+    /// killed first, then reported.
+    fn control_closed(&mut self, poll: &mut Poll, rank: u32) {
+        let slot = &mut self.ranks[rank as usize];
+        if slot.exited || slot.finished || slot.fenced.is_some() {
+            return;
+        }
+        // The process may be exiting right now; give it a moment before calling it a hang.
+        let mut exited = false;
+        for _ in 0..50 {
+            exited = slot
+                .child
+                .as_mut()
+                .is_some_and(|c| !matches!(c.try_wait(), Ok(None)));
+            if exited {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        if exited {
+            // try_wait reaped it; `reaped` reads the stored status.
+            let _ = self.reaped(poll, rank);
+        } else {
+            self.fence(rank, FailureCause::ControlLost);
+        }
     }
 
     /// Kills a suspected rank; it is reported once reaped (fail-stop by construction).
