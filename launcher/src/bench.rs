@@ -26,7 +26,8 @@ struct SimBenchJson {
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     match args.name.as_str() {
         "sim" => bench_sim(args),
-        other => bail!("unknown benchmark '{other}'; available: sim"),
+        "allreduce" => crate::bench_allreduce::run(args),
+        other => bail!("unknown benchmark '{other}'; available: sim, allreduce"),
     }
 }
 

@@ -62,8 +62,18 @@ pub enum Command {
 /// Flags of `ftcoll-launch bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// What to measure: `sim` (simulator events per second and bytes per rank).
+    /// What to measure: `sim` (simulator events per second and bytes per rank) or `allreduce`
+    /// (8-byte allreduce latency on real processes, beside Open MPI and MPICH).
     pub name: String,
+    /// Ranks for `allreduce`, comma-separated.
+    #[arg(long, default_value = "2,4,8,16")]
+    pub sizes: String,
+    /// Timed operations per size for `allreduce`.
+    #[arg(long, default_value_t = 2000)]
+    pub iters: u32,
+    /// Untimed warm-up operations per size for `allreduce`.
+    #[arg(long, default_value_t = 200)]
+    pub warmup: u32,
     /// Ranks to simulate.
     #[arg(short = 'n', long = "ranks", default_value_t = 1 << 20)]
     pub n: u32,

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_allreduce;
 mod cli;
 mod live;
 mod report;

@@ -230,6 +230,11 @@ impl Communicator {
         Ok(self.control.report(report)?)
     }
 
+    /// Sends benchmark timings to the launcher (`ftcoll-launch bench`).
+    pub fn report_timings(&self, nanos: Vec<u64>) -> Result<(), CommError> {
+        Ok(self.control.timings(nanos)?)
+    }
+
     /// Leaves the job: reports this rank's memory footprint and flushes sends.
     pub fn finish(mut self) -> Result<(), CommError> {
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -122,6 +122,9 @@ impl<T: Transport> Endpoint<T> {
     /// Takes new failure notices; returns the newly failed ranks.
     fn absorb_failures(&mut self) -> Vec<u32> {
         let mut fresh = Vec::new();
+        if !self.control.has_news() {
+            return fresh;
+        }
         for (rank, cause) in self.control.take_failures() {
             if self.failed.insert(rank) {
                 tracing::debug!(rank, cause = cause.name(), "peer failed");
@@ -186,47 +189,45 @@ impl<T: Transport> Endpoint<T> {
                 self.drain_sends(deadline)?;
                 return Ok((end, stats));
             }
-            if Instant::now() >= deadline {
+            // One clock read per turn: the loop is the latency path of every collective.
+            let turn = Instant::now();
+            if turn >= deadline {
                 return Ok((OpEnd::TimedOut, stats));
             }
-            if self.control.shutdown_requested() {
-                return Ok((OpEnd::Shutdown, stats));
-            }
             let mut progressed = false;
-            for rank in self.absorb_failures() {
-                protocol.handle(
-                    self.now(),
-                    Input::PeerFailed { peer: Rank(rank) },
-                    &mut self.outbox,
-                );
-                self.after_handle(&mut stats)?;
-                progressed = true;
+            if self.control.has_news() {
+                if self.control.shutdown_requested() {
+                    return Ok((OpEnd::Shutdown, stats));
+                }
+                for rank in self.absorb_failures() {
+                    protocol.handle(
+                        self.now(),
+                        Input::PeerFailed { peer: Rank(rank) },
+                        &mut self.outbox,
+                    );
+                    self.after_handle(&mut stats)?;
+                    progressed = true;
+                }
             }
-            let elapsed = self.epoch.elapsed();
-            for fault in self.faults.due_state_flips(elapsed) {
-                protocol.handle(self.now(), Input::Fault(fault), &mut self.outbox);
-                self.after_handle(&mut stats)?;
+            if self.faults.has_state_flips() {
+                for fault in self.faults.due_state_flips(self.epoch.elapsed()) {
+                    protocol.handle(self.now(), Input::Fault(fault), &mut self.outbox);
+                    self.after_handle(&mut stats)?;
+                }
             }
             progressed |= self.receive(protocol, op_id, &mut stats)? > 0;
-            let now = self.now();
-            let due: Vec<(Time, TimerId)> = self
-                .timers
-                .range(
-                    ..=(
-                        now,
-                        TimerId {
-                            kind: u8::MAX,
-                            index: u32::MAX,
-                        },
-                    ),
-                )
-                .map(|(k, _)| *k)
-                .collect();
-            for key in due {
-                self.timers.remove(&key);
-                protocol.handle(now, Input::Timer { timer: key.1 }, &mut self.outbox);
-                self.after_handle(&mut stats)?;
-                progressed = true;
+            if !self.timers.is_empty() {
+                let now = self.now();
+                // Each pass removes one due timer; the table is finite.
+                while let Some((&key, _)) = self.timers.first_key_value() {
+                    if key.0 > now {
+                        break;
+                    }
+                    self.timers.remove(&key);
+                    protocol.handle(now, Input::Timer { timer: key.1 }, &mut self.outbox);
+                    self.after_handle(&mut stats)?;
+                    progressed = true;
+                }
             }
             self.transport.progress()?;
             if !progressed && !matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
@@ -260,10 +261,12 @@ impl<T: Transport> Endpoint<T> {
             ..
         } = self;
         let mut handled = 0;
-        let slow = faults.slowdown(epoch.elapsed());
+        let elapsed = epoch.elapsed();
+        let slow = faults.slowdown(elapsed);
+        // One timestamp for the batch: frames that arrived together are handled "now".
+        let now = Time(elapsed.as_nanos() as u64);
         transport.poll_recv(RECV_BATCH, &mut |from, bytes| {
             handled += 1;
-            let now = Time(epoch.elapsed().as_nanos() as u64);
             match Frame::decode(bytes) {
                 Ok(frame) if frame.header.op_id == op_id => {
                     stats.received += 1;

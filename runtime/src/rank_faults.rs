@@ -163,6 +163,11 @@ impl RankFaults {
             .and_then(|(delay, from)| (elapsed >= from && !delay.is_zero()).then_some(delay))
     }
 
+    /// Whether state flips remain planned.
+    pub fn has_state_flips(&self) -> bool {
+        !self.state_flips.is_empty()
+    }
+
     /// State flips due by `elapsed`, removed from the plan.
     pub fn due_state_flips(&mut self, elapsed: Duration) -> Vec<LocalFault> {
         let (due, later): (Vec<_>, Vec<_>) = self

@@ -48,6 +48,7 @@ struct RankSlot {
     stopped: bool,
     pss_kb: u64,
     reports: Vec<OpReport>,
+    timings: Vec<u64>,
 }
 
 /// A launcher-side scripted fault.
@@ -223,6 +224,11 @@ pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
         wireup_s: state.wired_at.map(|t| t.as_secs_f64()),
         failures: state.failures,
         reports: state.ranks.iter().map(|r| r.reports.clone()).collect(),
+        timings: state
+            .ranks
+            .iter_mut()
+            .map(|r| std::mem::take(&mut r.timings))
+            .collect(),
         pss_kb: state.ranks.iter().map(|r| r.pss_kb).collect(),
         launcher_pss_kb: ftcoll_runtime::comm::own_pss_kb(),
         timed_out,
@@ -457,6 +463,7 @@ impl Loop {
                     slot.reports.push(report);
                 }
             }
+            Request::Timings(rank, nanos) => self.ranks[rank as usize].timings = nanos,
             Request::Finished { rank, pss_kb } => {
                 let slot = &mut self.ranks[rank as usize];
                 slot.finished = true;

@@ -31,6 +31,10 @@ pub struct RankArgs {
     /// Operations.
     #[arg(long)]
     pub ops: u64,
+    /// Benchmark mode: untimed warm-up operations, then `ops` timed ones whose times are sent
+    /// once at the end.
+    #[arg(long)]
+    pub bench_warmup: Option<u64>,
 }
 
 /// Runs one rank of the built-in job.
@@ -49,11 +53,14 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
     let op = ReduceOp::parse(&args.op).unwrap_or(ReduceOp::Sum);
     let input = InputKind::parse(&args.input).unwrap_or(InputKind::Uniform);
     let mine = rank_inputs(input, comm.rank(), args.len, args.seed);
+    if let Some(warmup) = args.bench_warmup {
+        return bench(comm, &mine, op, warmup, args.ops);
+    }
     for index in 0..args.ops {
         let mut data = mine.clone();
         let started = Instant::now();
         let result = comm.allreduce(&mut data, op);
-        let micros = started.elapsed().as_micros() as u64;
+        let nanos = started.elapsed().as_nanos() as u64;
         let (ok, messages) = match &result {
             Ok(outcome) => (true, outcome.messages),
             Err(_) => (false, 0),
@@ -63,7 +70,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             ok,
             value: if ok { data } else { Vec::new() },
             failed: comm.failed_ranks(),
-            micros,
+            nanos,
             messages,
         })?;
         match result {
@@ -73,5 +80,29 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             Err(other) => return Err(other),
         }
     }
+    comm.finish()
+}
+
+/// The benchmark loop: per-operation times kept locally and reported once.
+fn bench(
+    mut comm: Communicator,
+    input: &[f64],
+    op: ReduceOp,
+    warmup: u64,
+    ops: u64,
+) -> Result<(), CommError> {
+    let mut data = input.to_vec();
+    for _ in 0..warmup {
+        data.copy_from_slice(input);
+        comm.allreduce(&mut data, op)?;
+    }
+    let mut nanos = Vec::with_capacity(ops as usize);
+    for _ in 0..ops {
+        data.copy_from_slice(input);
+        let started = Instant::now();
+        comm.allreduce(&mut data, op)?;
+        nanos.push(started.elapsed().as_nanos() as u64);
+    }
+    comm.report_timings(nanos)?;
     comm.finish()
 }

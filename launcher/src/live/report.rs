@@ -37,6 +37,8 @@ pub struct LiveOutcome {
     pub failures: Vec<FailureRecord>,
     /// Operation reports per rank.
     pub reports: Vec<Vec<OpReport>>,
+    /// Benchmark timings per rank (ns per operation).
+    pub timings: Vec<Vec<u64>>,
     /// PSS per rank at its end, KiB.
     pub pss_kb: Vec<u64>,
     /// The launcher's own PSS, KiB.
@@ -121,7 +123,7 @@ impl LiveOutcome {
                     messages += report.messages;
                     if report.ok {
                         ok_here += 1;
-                        micros.push(report.micros as f64);
+                        micros.push(report.nanos as f64 / 1e3);
                         let err = max_relative_error(&report.value, &exact);
                         worst = Some(worst.map_or(err, |w| w.max(err)));
                     }

@@ -55,6 +55,8 @@ pub enum Request {
     },
     /// An operation report.
     Report(u32, OpReport),
+    /// Benchmark timings.
+    Timings(u32, Vec<u64>),
     /// A rank is done.
     Finished {
         /// The rank.
@@ -232,6 +234,7 @@ impl Conn {
             }
             (Some(rank), ControlMsg::Report(report)) => Ok(Request::Report(rank, report)),
             (Some(rank), ControlMsg::Finished { pss_kb }) => Ok(Request::Finished { rank, pss_kb }),
+            (Some(rank), ControlMsg::Timings { nanos }) => Ok(Request::Timings(rank, nanos)),
             (Some(rank), other) => Err(Refusal::Bad(format!(
                 "rank {rank} sent unexpected {other:?}"
             ))),

@@ -32,6 +32,9 @@ struct State {
 
 #[derive(Debug, Default)]
 struct Shared {
+    /// Set whenever `state` gains a failure or the shutdown flag, so the executor's hot loop
+    /// checks one atomic instead of taking the lock.
+    news: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
     resolved: Condvar,
     waker: OnceLock<Waker>,
@@ -107,14 +110,25 @@ impl ControlClient {
         msg.write_to(&mut *writer)
     }
 
+    /// Whether failure notices or a shutdown arrived that the rank has not looked at.
+    pub fn has_news(&self) -> bool {
+        self.shared.news.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Failure notices received since the last call.
     pub fn take_failures(&self) -> Vec<(u32, FailureCause)> {
-        std::mem::take(&mut self.shared.lock().failures)
+        let mut state = self.shared.lock();
+        if !state.shutdown {
+            self.shared
+                .news
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
+        std::mem::take(&mut state.failures)
     }
 
     /// True once the launcher asked the job to stop.
     pub fn shutdown_requested(&self) -> bool {
-        self.shared.lock().shutdown
+        self.has_news() && self.shared.lock().shutdown
     }
 
     /// The data-plane address of `peer` (blocks until the launcher answers or `timeout`).
@@ -148,6 +162,11 @@ impl ControlClient {
     /// Reports the outcome of one operation.
     pub fn report(&self, report: OpReport) -> Result<(), ControlError> {
         self.send(&ControlMsg::Report(report))
+    }
+
+    /// Sends the per-operation times of a benchmark loop.
+    pub fn timings(&self, nanos: Vec<u64>) -> Result<(), ControlError> {
+        self.send(&ControlMsg::Timings { nanos })
     }
 
     /// Says this rank is done, with its memory footprint.
@@ -205,6 +224,9 @@ fn control_thread(
                     if state.failures.len() < MAX_PENDING_FAILURES {
                         state.failures.push((rank, cause));
                     }
+                    shared
+                        .news
+                        .store(true, std::sync::atomic::Ordering::Release);
                     drop(state);
                     shared.wake();
                 }
@@ -214,6 +236,9 @@ fn control_thread(
                 }
                 Ok(ControlMsg::Shutdown) => {
                     shared.lock().shutdown = true;
+                    shared
+                        .news
+                        .store(true, std::sync::atomic::Ordering::Release);
                     shared.wake();
                 }
                 Ok(other) => tracing::warn!(?other, "unexpected control message from the launcher"),

@@ -55,8 +55,8 @@ pub struct OpReport {
     pub value: Vec<f64>,
     /// Ranks known failed when the operation ended.
     pub failed: Vec<u32>,
-    /// Microseconds the operation took at this rank.
-    pub micros: u64,
+    /// Nanoseconds the operation took at this rank.
+    pub nanos: u64,
     /// Frames this rank sent during the operation.
     pub messages: u64,
 }
@@ -114,6 +114,12 @@ pub enum ControlMsg {
     },
     /// Launcher → rank: stop now.
     Shutdown,
+    /// Rank → launcher: per-operation times of a benchmark loop, in ns, sent once at its end
+    /// so that reporting does not perturb the timed loop.
+    Timings {
+        /// One entry per timed operation.
+        nanos: Vec<u64>,
+    },
 }
 
 /// A malformed or unreadable control message.
@@ -201,6 +207,13 @@ impl<'a> Reader<'a> {
         }
         (0..count).map(|_| self.u32()).collect()
     }
+    fn u64s(&mut self) -> Result<Vec<u64>, ControlError> {
+        let count = self.u32()? as usize;
+        if count > self.0.len() / 8 {
+            return Err(ControlError::Truncated);
+        }
+        (0..count).map(|_| self.u64()).collect()
+    }
     fn f64s(&mut self) -> Result<Vec<f64>, ControlError> {
         let count = self.u32()? as usize;
         if count > self.0.len() / 8 {
@@ -257,7 +270,7 @@ impl ControlMsg {
                 r.value.iter().for_each(|v| w.u64(v.to_bits()));
                 w.u32(r.failed.len() as u32);
                 r.failed.iter().for_each(|&f| w.u32(f));
-                w.u64(r.micros);
+                w.u64(r.nanos);
                 w.u64(r.messages);
             }
             ControlMsg::Finished { pss_kb } => {
@@ -265,6 +278,11 @@ impl ControlMsg {
                 w.u64(*pss_kb);
             }
             ControlMsg::Shutdown => w.u8(10),
+            ControlMsg::Timings { nanos } => {
+                w.u8(11);
+                w.u32(nanos.len() as u32);
+                nanos.iter().for_each(|&t| w.u64(t));
+            }
         }
         let len = (w.0.len() - 4) as u32;
         w.0[..4].copy_from_slice(&len.to_le_bytes());
@@ -300,11 +318,12 @@ impl ControlMsg {
                 ok: r.u8()? != 0,
                 value: r.f64s()?,
                 failed: r.u32s()?,
-                micros: r.u64()?,
+                nanos: r.u64()?,
                 messages: r.u64()?,
             }),
             9 => ControlMsg::Finished { pss_kb: r.u64()? },
             10 => ControlMsg::Shutdown,
+            11 => ControlMsg::Timings { nanos: r.u64s()? },
             kind => return Err(ControlError::UnknownKind(kind)),
         };
         if !r.0.is_empty() {
@@ -392,11 +411,14 @@ mod tests {
                 ok: true,
                 value: vec![1.5, -2.0],
                 failed: vec![4, 7],
-                micros: 12,
+                nanos: 12,
                 messages: 6,
             }),
             ControlMsg::Finished { pss_kb: 1234 },
             ControlMsg::Shutdown,
+            ControlMsg::Timings {
+                nanos: vec![5, 6, 700],
+            },
         ]
     }
 
@@ -444,7 +466,7 @@ mod tests {
             ok: true,
             value: vec![],
             failed: vec![],
-            micros: 0,
+            nanos: 0,
             messages: 0,
         })
         .encode();

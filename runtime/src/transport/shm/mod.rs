@@ -11,8 +11,10 @@
 //! ([`ShmTransport::peer_failed`]).
 //!
 //! Waiting: a rank with nothing to do spins for a short budget (only when the node has no more
-//! ranks than cores: spinning against a descheduled peer only burns its core), then sleeps on its
-//! doorbell with a futex; senders wake it only when it has said it sleeps.
+//! ranks than cores: spinning against a descheduled peer only burns its core), then yields its
+//! core for a short budget (so a descheduled peer runs at once), then sleeps on its doorbell with
+//! a futex; senders wake it only when it has said it sleeps. An idle rank thus costs nothing
+//! after about 100 µs.
 
 pub mod ring;
 pub mod segment;
@@ -36,6 +38,8 @@ pub const DEFAULT_LANES: u32 = 8;
 pub const DEFAULT_LANE_BYTES: u32 = 64 * 1024;
 /// Bound on bytes queued for receivers without room.
 const MAX_QUEUED_BYTES: usize = 256 << 20;
+/// How long a waiting rank yields its core before it sleeps on the futex.
+const YIELD_BUDGET: Duration = Duration::from_micros(100);
 /// Longest sleep while sends are queued: receivers free room without ringing senders.
 const QUEUED_SEND_RETRY: Duration = Duration::from_micros(200);
 
@@ -244,15 +248,27 @@ impl Transport for ShmTransport {
             (None, false) => Some(QUEUED_SEND_RETRY),
             (t, true) => t,
         };
-        // Spin briefly: with a core per rank this keeps latency that of polling.
-        let spin_until = start + self.spin.min(timeout.unwrap_or(self.spin));
-        while Instant::now() < spin_until {
-            for _ in 0..64 {
-                std::hint::spin_loop();
-            }
+        let budget = |phase: Duration| start + phase.min(timeout.unwrap_or(phase));
+        // Spin briefly: with a core per rank this keeps latency that of polling. The clock is
+        // read every 64 checks; arrivals are checked every time.
+        let spin_until = budget(self.spin);
+        let mut checks = 0u32;
+        while checks % 64 != 0 || Instant::now() < spin_until {
             if self.has_arrivals() {
                 return Ok(());
             }
+            std::hint::spin_loop();
+            checks = checks.wrapping_add(1);
+        }
+        // Then yield for a while: with more ranks than cores the peer we wait for is likely
+        // runnable but descheduled, and yielding hands it our core without the cost of a futex
+        // sleep and wake-up. A rank that stays idle past this budget sleeps.
+        let yield_until = budget(self.spin + YIELD_BUDGET);
+        while Instant::now() < yield_until {
+            if self.has_arrivals() {
+                return Ok(());
+            }
+            std::thread::yield_now();
         }
         let doorbell = self.segment.doorbell(self.me);
         let sleeping = self.segment.sleeping(self.me);

@@ -1,0 +1,299 @@
+//! `ftcoll-launch bench allreduce`: latency of an 8-byte allreduce on real processes, ftcoll
+//! beside Open MPI and MPICH in the same run.
+//!
+//! Every implementation is measured the same way: each rank times each operation; per
+//! operation the slowest rank counts (the collective is done when the last rank has its result);
+//! median and p99 over operations. The MPI side is a small C program (`bench/mpi_allreduce.c`)
+//! compiled here with each library's `mpicc` when that library is installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use serde::Serialize;
+
+use crate::cli::{BenchArgs, Cli};
+
+const MPI_SOURCE: &str = include_str!("../bench/mpi_allreduce.c");
+/// Longest one measurement may take before it is abandoned.
+const RUN_LIMIT: Duration = Duration::from_secs(180);
+
+/// One implementation at one size.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    /// Implementation name.
+    pub implementation: String,
+    /// Ranks.
+    pub n: u32,
+    /// Median microseconds per allreduce.
+    pub median_us: Option<f64>,
+    /// 99th percentile.
+    pub p99_us: Option<f64>,
+    /// Why there is no figure.
+    pub note: Option<String>,
+}
+
+/// An MPI library found on this machine.
+struct MpiLibrary {
+    name: &'static str,
+    mpicc: &'static str,
+    mpirun: &'static str,
+    extra: &'static [&'static str],
+}
+
+const LIBRARIES: [MpiLibrary; 2] = [
+    MpiLibrary {
+        name: "openmpi",
+        mpicc: "mpicc.openmpi",
+        mpirun: "mpirun.openmpi",
+        extra: &["--allow-run-as-root", "--oversubscribe"],
+    },
+    MpiLibrary {
+        name: "mpich",
+        mpicc: "mpicc.mpich",
+        mpirun: "mpiexec.mpich",
+        extra: &[],
+    },
+];
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// Runs `command` with a time limit; returns its stdout.
+fn run_bounded(command: &mut Command, what: &str) -> anyhow::Result<String> {
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start {what}"))?;
+    let started = std::time::Instant::now();
+    loop {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        if started.elapsed() > RUN_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("{what} took longer than {RUN_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn parse_mpi_line(text: &str) -> Option<(f64, f64)> {
+    let line = text.lines().find(|l| l.starts_with("median_us"))?;
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.get(5) != Some(&"0") {
+        return None;
+    }
+    Some((fields.get(1)?.parse().ok()?, fields.get(3)?.parse().ok()?))
+}
+
+fn mpi_latency(lib: &MpiLibrary, binary: &Path, n: u32, iters: u32, warmup: u32) -> Latency {
+    let mut command = Command::new(lib.mpirun);
+    command
+        .args(lib.extra)
+        .args(["-n", &n.to_string()])
+        .arg(binary)
+        .args([iters.to_string(), warmup.to_string()]);
+    let result = run_bounded(&mut command, lib.mpirun)
+        .and_then(|out| parse_mpi_line(&out).context("no result line (or a wrong sum)"));
+    match result {
+        Ok((median, p99)) => Latency {
+            implementation: lib.name.into(),
+            n,
+            median_us: Some(median),
+            p99_us: Some(p99),
+            note: None,
+        },
+        Err(error) => Latency {
+            implementation: lib.name.into(),
+            n,
+            median_us: None,
+            p99_us: None,
+            note: Some(error.to_string()),
+        },
+    }
+}
+
+fn ftcoll_latency(n: u32, iters: u32, warmup: u32) -> anyhow::Result<Latency> {
+    let cli = Cli::try_parse_from([
+        "ftcoll-launch",
+        "-n",
+        &n.to_string(),
+        "--no-tui",
+        "--timeout-s",
+        "180",
+    ])?;
+    let exe = std::env::current_exe()?;
+    let spec = crate::live::LiveSpec {
+        args: &cli.run,
+        program: exe.to_string_lossy().into_owned(),
+        program_args: [
+            "__rank",
+            "--algo",
+            "rdb",
+            "--op",
+            "sum",
+            "--input",
+            "rank",
+            "--len",
+            "1",
+            "--seed",
+            "1",
+            "--ops",
+            &iters.to_string(),
+            "--bench-warmup",
+            &warmup.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        builtin: true,
+        transport: ftcoll_runtime::transport::TransportKind::Shm,
+        faults: Vec::new(),
+    };
+    let outcome = crate::live::run(&spec)?;
+    if !outcome.failures.is_empty() || outcome.timings.iter().any(|t| t.len() != iters as usize) {
+        bail!("the ftcoll benchmark job lost ranks or timings");
+    }
+    let mut slowest: Vec<f64> = (0..iters as usize)
+        .map(|i| outcome.timings.iter().map(|t| t[i]).max().unwrap_or(0) as f64 / 1e3)
+        .collect();
+    slowest.sort_by(f64::total_cmp);
+    Ok(Latency {
+        implementation: "ftcoll".into(),
+        n,
+        median_us: slowest.get(slowest.len() / 2).copied(),
+        p99_us: slowest.get((slowest.len() - 1) * 99 / 100).copied(),
+        note: None,
+    })
+}
+
+/// Runs the comparison.
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let sizes: Vec<u32> = args
+        .sizes
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<u32>()
+                .context("--sizes takes numbers, e.g. 2,4,8,16")
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if sizes.iter().any(|&n| n < 2) {
+        bail!("--sizes must be at least 2");
+    }
+    let dir = tempdir()?;
+    let source = dir.join("mpi_allreduce.c");
+    std::fs::write(&source, MPI_SOURCE)?;
+    let mut libraries = Vec::new();
+    for lib in &LIBRARIES {
+        if !(on_path(lib.mpicc) && on_path(lib.mpirun)) {
+            eprintln!(
+                "{} not installed ({} / {} not found); apt-get install {}",
+                lib.name,
+                lib.mpicc,
+                lib.mpirun,
+                if lib.name == "openmpi" {
+                    "openmpi-bin libopenmpi-dev"
+                } else {
+                    "mpich libmpich-dev"
+                }
+            );
+            continue;
+        }
+        let binary = dir.join(format!("allreduce_{}", lib.name));
+        let built = run_bounded(
+            Command::new(lib.mpicc)
+                .args(["-O2", "-o"])
+                .arg(&binary)
+                .arg(&source),
+            lib.mpicc,
+        );
+        match built {
+            Ok(_) => libraries.push((lib, binary)),
+            Err(error) => eprintln!("cannot build the {} benchmark: {error}", lib.name),
+        }
+    }
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        eprintln!("n = {n}: ftcoll");
+        rows.push(ftcoll_latency(n, args.iters, args.warmup)?);
+        for (lib, binary) in &libraries {
+            eprintln!("n = {n}: {}", lib.name);
+            rows.push(mpi_latency(lib, binary, n, args.iters, args.warmup));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    print_table(&rows, &sizes);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn print_table(rows: &[Latency], sizes: &[u32]) {
+    println!("8-byte allreduce, slowest rank per operation (us); ratio = ftcoll / fastest MPI");
+    println!(
+        "{:>4}  {:>18}  {:>18}  {:>18}  {:>13}",
+        "n", "ftcoll med / p99", "openmpi med / p99", "mpich med / p99", "ratio (med)"
+    );
+    let cell = |implementation: &str, n: u32| {
+        rows.iter()
+            .find(|r| r.implementation == implementation && r.n == n)
+            .map_or("not installed".to_string(), |r| {
+                match (r.median_us, r.p99_us) {
+                    (Some(m), Some(p)) => format!("{m:.2} / {p:.2}"),
+                    _ => "failed".to_string(),
+                }
+            })
+    };
+    for &n in sizes {
+        let ours = rows
+            .iter()
+            .find(|r| r.implementation == "ftcoll" && r.n == n)
+            .and_then(|r| r.median_us);
+        let best_mpi = rows
+            .iter()
+            .filter(|r| r.implementation != "ftcoll" && r.n == n)
+            .filter_map(|r| r.median_us)
+            .fold(None, |best: Option<f64>, m| {
+                Some(best.map_or(m, |b| b.min(m)))
+            });
+        let ratio = match (ours, best_mpi) {
+            (Some(o), Some(b)) if b > 0.0 => format!("{:.3}", o / b),
+            _ => "-".to_string(),
+        };
+        println!(
+            "{:>4}  {:>18}  {:>18}  {:>18}  {:>13}",
+            n,
+            cell("ftcoll", n),
+            cell("openmpi", n),
+            cell("mpich", n),
+            ratio
+        );
+    }
+}
+
+fn tempdir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("ftcoll-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
