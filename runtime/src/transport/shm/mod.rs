@@ -253,7 +253,7 @@ impl Transport for ShmTransport {
         // read every 64 checks; arrivals are checked every time.
         let spin_until = budget(self.spin);
         let mut checks = 0u32;
-        while checks % 64 != 0 || Instant::now() < spin_until {
+        while !checks.is_multiple_of(64) || Instant::now() < spin_until {
             if self.has_arrivals() {
                 return Ok(());
             }
