@@ -79,8 +79,6 @@ pub struct Outcome {
     pub excluded: Vec<Rank>,
     /// Frames this rank sent.
     pub messages: u64,
-    /// Time the collective took at this rank.
-    pub elapsed: Duration,
 }
 
 /// A rank's handle on the job.
@@ -198,7 +196,6 @@ impl Communicator {
             op,
             OpId(op_id),
         ));
-        let started = Instant::now();
         let (end, stats) = self.endpoint.run(
             &mut protocol,
             op_index,
@@ -214,7 +211,6 @@ impl Communicator {
                 Ok(Outcome {
                     excluded: Vec::new(),
                     messages: stats.sent,
-                    elapsed: started.elapsed(),
                 })
             }
             OpEnd::Aborted => Err(CommError::PeerFailed {

@@ -163,6 +163,15 @@ impl RankFaults {
             .and_then(|(delay, from)| (elapsed >= from && !delay.is_zero()).then_some(delay))
     }
 
+    /// Whether outgoing messages depend on the time (cuts or flips that start later).
+    pub fn time_sensitive(&self) -> bool {
+        self.cut.iter().any(|&(_, from)| !from.is_zero())
+            || self
+                .flips
+                .iter()
+                .any(|f| matches!(f.which, MessageSelector::AtOrAfter(_)))
+    }
+
     /// Whether state flips remain planned.
     pub fn has_state_flips(&self) -> bool {
         !self.state_flips.is_empty()

@@ -96,13 +96,21 @@ impl ShmTransport {
     fn lease(&self, to: u32) -> Option<u32> {
         let lanes = self.lanes();
         let start = self.me % lanes;
-        (0..lanes).map(|i| (start + i) % lanes).find(|&lane| {
+        let lane = (0..lanes).map(|i| (start + i) % lanes).find(|&lane| {
             self.segment
                 .lane(to, lane)
                 .owner
                 .compare_exchange(0, self.me + 1, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
-        })
+        })?;
+        // Mark the lane active once; the check keeps the steady state free of writes to the
+        // receiver's header line.
+        let active = self.segment.active_lanes(to);
+        let bit = 1u64 << lane;
+        if active.load(Ordering::Relaxed) & bit == 0 {
+            active.fetch_or(bit, Ordering::SeqCst);
+        }
+        Some(lane)
     }
 
     fn release(&self, to: u32, lane: u32) {
@@ -113,9 +121,16 @@ impl ShmTransport {
     }
 
     /// Tells `to` that it has mail, waking it if it sleeps.
+    ///
+    /// The doorbell is touched only when the receiver says it sleeps, so a polling receiver's
+    /// doorbell line never crosses cores. No wake-up is lost: the fence orders our publish
+    /// before our read of `sleeping`, and the receiver sets `sleeping` (SeqCst) before it checks
+    /// for arrivals and reads the doorbell value it waits on; either it sees our records, or we
+    /// see it sleeping and bump the value it waits on.
     fn ring_doorbell(&self, to: u32) {
-        self.segment.doorbell(to).fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.segment.sleeping(to).load(Ordering::SeqCst) != 0 {
+            self.segment.doorbell(to).fetch_add(1, Ordering::SeqCst);
             let _ = futex::wake(self.segment.doorbell(to), futex::Flags::empty(), 1);
         }
     }
@@ -152,7 +167,16 @@ impl ShmTransport {
     }
 
     fn has_arrivals(&self) -> bool {
-        (0..self.lanes()).any(|lane| ring::has_records(&self.segment.lane(self.me, lane)))
+        let mut active = self.segment.active_lanes(self.me).load(Ordering::Acquire);
+        // One pass over the set bits: at most `lanes` iterations.
+        while active != 0 {
+            let lane = active.trailing_zeros();
+            if ring::has_records(&self.segment.lane(self.me, lane)) {
+                return true;
+            }
+            active &= active - 1;
+        }
+        false
     }
 }
 
@@ -200,6 +224,9 @@ impl Transport for ShmTransport {
     }
 
     fn progress(&mut self) -> Result<usize, TransportError> {
+        if self.queued.is_empty() {
+            return Ok(0);
+        }
         let destinations: Vec<u32> = self.queued.keys().copied().collect();
         for to in destinations {
             self.flush_to(to, None);
@@ -214,12 +241,16 @@ impl Transport for ShmTransport {
     ) -> Result<usize, TransportError> {
         let lanes = self.lanes();
         let ranks = self.segment.geometry().ranks;
+        let active = self.segment.active_lanes(self.me).load(Ordering::Acquire);
         let mut handled = 0;
         for i in 0..lanes {
             if handled >= max_frames {
                 break;
             }
             let lane_index = (self.next_lane + i) % lanes;
+            if active & (1u64 << lane_index) == 0 {
+                continue;
+            }
             let lane = self.segment.lane(self.me, lane_index);
             let drained = ring::drain(&lane, max_frames - handled, &mut |from, bytes| {
                 // A sender id outside the job can only come from corrupted memory; the frame
@@ -242,6 +273,9 @@ impl Transport for ShmTransport {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
+        if self.has_arrivals() {
+            return Ok(());
+        }
         let start = Instant::now();
         let timeout = match (timeout, self.queued.is_empty()) {
             (Some(t), false) => Some(t.min(QUEUED_SEND_RETRY)),

@@ -37,13 +37,19 @@ pub fn push(lane: &Lane<'_>, from: u32, frame: &[u8]) -> bool {
     let need = record_bytes(frame.len());
     // Relaxed suffices: the lease CAS (acquire) ordered us after the previous holder's release.
     let tail = lane.tail.load(Ordering::Relaxed);
-    let head = lane.head.load(Ordering::Acquire);
     let at = (tail % lane.capacity as u64) as usize;
     let to_end = lane.capacity - at;
     let pad = if need > to_end { to_end } else { 0 };
-    let used = tail.wrapping_sub(head) as usize;
-    if used + pad + need > lane.capacity {
-        return false;
+    // The consumer's `head` lives on its own cache line; reading it every push would pull that
+    // line across cores per message. A stale view only underestimates free space, so the real
+    // one is read only when the stale one says the record does not fit.
+    let mut head = lane.head_seen.load(Ordering::Relaxed);
+    if tail.wrapping_sub(head) as usize + pad + need > lane.capacity {
+        head = lane.head.load(Ordering::Acquire);
+        lane.head_seen.store(head, Ordering::Relaxed);
+        if tail.wrapping_sub(head) as usize + pad + need > lane.capacity {
+            return false;
+        }
     }
     let mut start = at;
     if pad > 0 {

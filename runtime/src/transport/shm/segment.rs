@@ -4,8 +4,9 @@
 //! # Layout
 //! ```text
 //! [segment header, 64 B] [inbox 0] [inbox 1] ... [inbox N-1]
-//! inbox  = [doorbell u32 | sleeping u32 | pad to 64 B] [lane 0] ... [lane L-1]
-//! lane   = [owner u32, own cache line] [tail u64, own line] [head u64, own line] [ring bytes]
+//! inbox  = [doorbell u32 | sleeping u32 | active lanes u64 | pad to 64 B] [lane 0] ... [lane L-1]
+//! lane   = [owner u32, own cache line] [tail u64, head_seen u64: the producers' line]
+//!          [head u64, the consumer's line] [ring bytes]
 //! ```
 //! Counters sit on separate cache lines so producers (tail, owner) and the consumer (head) do not
 //! false-share. The segment lives in a memfd that children inherit: there is no file under
@@ -55,9 +56,9 @@ impl Geometry {
     }
 
     fn validate(&self) -> Result<(), TransportError> {
-        if self.ranks == 0 || self.lanes == 0 || self.lanes > 1024 {
+        if self.ranks == 0 || self.lanes == 0 || self.lanes > 64 {
             return Err(TransportError::Segment(format!(
-                "bad geometry: {} ranks, {} lanes per inbox (1..=1024)",
+                "bad geometry: {} ranks, {} lanes per inbox (1..=64)",
                 self.ranks, self.lanes
             )));
         }
@@ -247,16 +248,43 @@ impl Segment {
         self.atomic_u32(self.inbox_offset(rank) + 4)
     }
 
+    /// Bit `l` is set once any sender has used lane `l` of `rank`'s inbox, so the receiver
+    /// scans only lanes that ever carried data.
+    pub fn active_lanes(&self, rank: u32) -> &AtomicU64 {
+        self.atomic_u64(self.inbox_offset(rank) + 8)
+    }
+
     /// The lane `lane` of `rank`'s inbox.
     pub fn lane(&self, rank: u32, lane: u32) -> Lane<'_> {
         let base = self.lane_offset(rank, lane);
+        let capacity = self.geometry.lane_bytes as usize;
+        // One check covers the header words and the ring; offsets are multiples of 64.
+        assert!(
+            rank < self.geometry.ranks
+                && lane < self.geometry.lanes
+                && base + LANE_HEADER_BYTES + capacity <= self.map.len(),
+            "lane out of range"
+        );
+        let word = |offset: usize| self.map.as_mut_ptr().wrapping_add(base + offset);
+        // SAFETY: the whole lane lies inside the mapping (checked above) and every header word
+        // is aligned (the lane starts on a 64-byte boundary); atomics have their integer's
+        // layout; the mapping lives as long as &self.
+        let (owner, tail, head_seen, head) = unsafe {
+            (
+                &*word(0).cast::<AtomicU32>(),
+                &*word(LINE).cast::<AtomicU64>(),
+                &*word(LINE + 8).cast::<AtomicU64>(),
+                &*word(2 * LINE).cast::<AtomicU64>(),
+            )
+        };
         Lane {
-            owner: self.atomic_u32(base),
-            tail: self.atomic_u64(base + LINE),
-            head: self.atomic_u64(base + 2 * LINE),
+            owner,
+            tail,
+            head_seen,
+            head,
             segment: self,
             ring_offset: base + LANE_HEADER_BYTES,
-            capacity: self.geometry.lane_bytes as usize,
+            capacity,
         }
     }
 }
@@ -269,6 +297,9 @@ pub struct Lane<'a> {
     pub owner: &'a AtomicU32,
     /// Bytes ever published (written only by the lease holder).
     pub tail: &'a AtomicU64,
+    /// The last `head` a producer read, kept on the producers' cache line so that a push reads
+    /// the consumer's line only when the ring looks full.
+    pub head_seen: &'a AtomicU64,
     /// Bytes ever consumed (written only by the inbox's rank).
     pub head: &'a AtomicU64,
     segment: &'a Segment,

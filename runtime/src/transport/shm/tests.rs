@@ -121,6 +121,7 @@ fn a_rank_killed_mid_write_leaves_nothing_visible_and_its_lease_is_reclaimed() {
     let lane = seg.lane(0, 0);
     lane.owner.store(3, Ordering::SeqCst);
     lane.write(0, &[0xFF; 64]);
+    seg.active_lanes(0).fetch_or(1, Ordering::SeqCst);
     let mut sender = ShmTransport::new(Arc::clone(&seg), Rank(1), Duration::ZERO).unwrap();
     sender.send(Rank(0), &frame(1, 0, 2)).unwrap();
     assert_eq!(
@@ -153,6 +154,7 @@ fn a_corrupt_length_is_skipped_not_trusted() {
     let lane = seg.lane(0, 0);
     lane.write(0, &[200, 0, 0, 0, 1, 0, 0, 0]);
     lane.tail.store(16, Ordering::SeqCst);
+    seg.active_lanes(0).fetch_or(1, Ordering::SeqCst);
     let mut receiver = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
     assert_eq!(
         receiver
