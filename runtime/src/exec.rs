@@ -197,7 +197,7 @@ impl<T: Transport> Endpoint<T> {
             // The loop is the latency path of every collective: the clock is read every few
             // turns, and always before sleeping.
             turns = turns.wrapping_add(1);
-            if turns % DEADLINE_CHECK_TURNS == 0 && Instant::now() >= deadline {
+            if turns.is_multiple_of(DEADLINE_CHECK_TURNS) && Instant::now() >= deadline {
                 return Ok((OpEnd::TimedOut, stats));
             }
             let mut progressed = false;
