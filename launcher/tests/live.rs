@@ -165,6 +165,39 @@ fn a_rank_killing_itself_at_an_operation_stops_the_loop_there() {
 }
 
 #[test]
+fn a_node_failure_takes_exactly_the_ranks_of_that_node() {
+    let (out, json) = run_job(
+        &[
+            "-n",
+            "16",
+            "--ranks-per-node",
+            "4",
+            "--input",
+            "int",
+            "--ops",
+            "10000000",
+            "--no-tui",
+            "--fault",
+            "kill-node:node=2,at=100ms",
+        ],
+        "node.json",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut failed: Vec<u64> = json["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rank"].as_u64().unwrap())
+        .collect();
+    failed.sort_unstable();
+    assert_eq!(failed, [8, 9, 10, 11], "{json}");
+}
+
+#[test]
 fn a_stopped_rank_is_suspected_killed_and_then_reported() {
     let (out, json) = run_job(
         &[
@@ -324,4 +357,51 @@ fn hostile_control_connections_are_refused_while_the_job_completes() {
     std::fs::remove_file(&path).unwrap();
     assert_eq!(json["ops_ok_all_ranks"], 30000, "the job was disturbed");
     assert!(json["failures"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_user_program_runs_under_the_launcher_like_under_mpirun() {
+    // `cargo test` builds this package's examples next to its binaries.
+    let example = std::path::Path::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
+        .parent()
+        .unwrap()
+        .join("examples/allreduce");
+    assert!(
+        example.exists(),
+        "example not built at {}",
+        example.display()
+    );
+    let out = launcher()
+        .args(["-n", "6", "--timeout-s", "60", "--"])
+        .arg(&example)
+        .arg("50")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("rank 0 of 6: 50 allreduces, sum 15 each"),
+        "{stdout}"
+    );
+    // The same program fails cleanly when a rank dies, and the launcher says so.
+    let out = launcher()
+        .args([
+            "-n",
+            "6",
+            "--timeout-s",
+            "60",
+            "--fault",
+            "kill:rank=4,op=10",
+            "--",
+        ])
+        .arg(&example)
+        .arg("50")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("rank 4 killed by signal 9"));
 }

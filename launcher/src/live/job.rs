@@ -508,6 +508,11 @@ impl Loop {
 
     /// A child exited: record it, and if it had not finished, tell every survivor.
     fn reaped(&mut self, poll: &mut Poll, rank: u32) -> anyhow::Result<()> {
+        // Its last messages may still sit in its control socket (the pidfd event can come
+        // first): read them before judging whether it finished.
+        if let Some(index) = self.ranks[rank as usize].conn {
+            self.conn_event(poll, index, true)?;
+        }
         let slot = &mut self.ranks[rank as usize];
         if slot.exited {
             return Ok(());

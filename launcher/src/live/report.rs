@@ -113,26 +113,25 @@ impl LiveOutcome {
         let inputs = generate_inputs(job.input, self.n, job.len, job.seed);
         let exact = exact_aggregate(job.op, &inputs, job.len, |_| true);
         let mut worst: Option<f64> = None;
-        let mut ok_all = 0;
         let mut micros = Vec::new();
         let mut messages = 0;
-        for op in 0..job.ops {
-            let mut ok_here = 0;
-            for reports in &self.reports {
-                if let Some(report) = reports.iter().find(|r| r.op == op) {
-                    messages += report.messages;
-                    if report.ok {
-                        ok_here += 1;
-                        micros.push(report.nanos as f64 / 1e3);
-                        let err = max_relative_error(&report.value, &exact);
-                        worst = Some(worst.map_or(err, |w| w.max(err)));
-                    }
-                }
-            }
-            if ok_here == self.n {
-                ok_all += 1;
+        // Ranks that completed each operation that anyone reported: work proportional to the
+        // reports received, not to the operations requested (a loop may stop early).
+        let mut completed_by_op: std::collections::BTreeMap<u64, u32> =
+            std::collections::BTreeMap::new();
+        for report in self.reports.iter().flatten() {
+            messages += report.messages;
+            if report.ok {
+                *completed_by_op.entry(report.op).or_default() += 1;
+                micros.push(report.nanos as f64 / 1e3);
+                let err = max_relative_error(&report.value, &exact);
+                worst = Some(worst.map_or(err, |w| w.max(err)));
             }
         }
+        let ok_all = completed_by_op
+            .values()
+            .filter(|&&ranks| ranks == self.n)
+            .count() as u64;
         micros.sort_by(f64::total_cmp);
         LiveJson {
             schema_version: 1,

@@ -53,6 +53,8 @@ pub struct ShmTransport {
     /// Lane to scan first on the next receive, for fairness between lanes.
     next_lane: u32,
     spin: Duration,
+    /// Set by the [`Waker`] (another thread of this rank); checked by every phase of `wait`.
+    woken: Arc<std::sync::atomic::AtomicBool>,
     /// Records skipped as corrupt.
     corrupt_lanes: u64,
 }
@@ -78,6 +80,7 @@ impl ShmTransport {
             queued_bytes: 0,
             next_lane: 0,
             spin,
+            woken: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             corrupt_lanes: 0,
         })
     }
@@ -164,6 +167,11 @@ impl ShmTransport {
             self.ring_doorbell(to);
         }
         extra_sent
+    }
+
+    /// Whether the waker rang since the last wait (clearing it).
+    fn take_woken(&self) -> bool {
+        self.woken.load(Ordering::SeqCst) && self.woken.swap(false, Ordering::SeqCst)
     }
 
     fn has_arrivals(&self) -> bool {
@@ -273,7 +281,7 @@ impl Transport for ShmTransport {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
-        if self.has_arrivals() {
+        if self.has_arrivals() || self.take_woken() {
             return Ok(());
         }
         let start = Instant::now();
@@ -288,7 +296,7 @@ impl Transport for ShmTransport {
         let spin_until = budget(self.spin);
         let mut checks = 0u32;
         while !checks.is_multiple_of(64) || Instant::now() < spin_until {
-            if self.has_arrivals() {
+            if self.has_arrivals() || self.take_woken() {
                 return Ok(());
             }
             std::hint::spin_loop();
@@ -299,16 +307,20 @@ impl Transport for ShmTransport {
         // sleep and wake-up. A rank that stays idle past this budget sleeps.
         let yield_until = budget(self.spin + YIELD_BUDGET);
         while Instant::now() < yield_until {
-            if self.has_arrivals() {
+            if self.has_arrivals() || self.take_woken() {
                 return Ok(());
             }
             std::thread::yield_now();
         }
         let doorbell = self.segment.doorbell(self.me);
         let sleeping = self.segment.sleeping(self.me);
+        // The order matters: announce the sleep, read the value to sleep on, then look once
+        // more. A sender that published before our look is seen by it; one after sees
+        // `sleeping` and bumps the doorbell past `seen`. The waker sets `woken` before it bumps,
+        // so a wake-up before `seen` was read is seen by the look, one after ends the sleep.
         sleeping.store(1, Ordering::SeqCst);
         let seen = doorbell.load(Ordering::SeqCst);
-        if self.has_arrivals() {
+        if self.has_arrivals() || self.take_woken() {
             sleeping.store(0, Ordering::SeqCst);
             return Ok(());
         }
@@ -340,8 +352,10 @@ impl Transport for ShmTransport {
 
     fn waker(&self) -> Waker {
         let segment = Arc::clone(&self.segment);
+        let woken = Arc::clone(&self.woken);
         let me = self.me;
         Waker::new(move || {
+            woken.store(true, Ordering::SeqCst);
             segment.doorbell(me).fetch_add(1, Ordering::SeqCst);
             let _ = futex::wake(segment.doorbell(me), futex::Flags::empty(), 1);
         })
