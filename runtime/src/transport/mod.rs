@@ -4,7 +4,7 @@
 //! libraries as much as for sockets: sends are queued and complete in [`Transport::progress`],
 //! arrivals are handed to a callback *in place* (a borrowed slice of the receive buffer, for
 //! shared memory the receiver's inbox itself), memory can be registered for sends, and the local
-//! address is exported for bootstrap. [`Backend`] is the static set of compiled-in backends; a
+//! address is exported for bootstrap. [`backend::Backend`] is the static set of compiled-in backends; a
 //! backend that is not compiled in is a run-time error, never a silent fallback.
 
 pub mod backend;
