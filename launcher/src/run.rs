@@ -12,12 +12,10 @@ use ftcoll_runtime::sim::{CostModel, DetectorModel, InputKind, SimConfig, SimRep
 use crate::cli::RunArgs;
 use crate::report::RunJson;
 
-/// The job and simulator configuration the flags describe.
-pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
-    let algo = Algorithm::parse(&args.algo)?;
-    let mut spec = JobSpec::new(algo, args.n);
-    spec.op = ReduceOp::parse(&args.op)?;
-    spec.input = InputKind::parse(&args.input).with_context(|| {
+/// The operator and input distribution the flags name (simulated and real runs alike).
+fn data_from_args(args: &RunArgs) -> anyhow::Result<(ReduceOp, InputKind)> {
+    let op = ReduceOp::parse(&args.op)?;
+    let input = InputKind::parse(&args.input).with_context(|| {
         format!(
             "unknown input '{}'; use uniform, int, ones or rank",
             args.input
@@ -26,6 +24,14 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     if args.len == 0 {
         bail!("--len must be at least 1");
     }
+    Ok((op, input))
+}
+
+/// The job and simulator configuration the flags describe.
+pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
+    let algo = Algorithm::parse(&args.algo)?;
+    let mut spec = JobSpec::new(algo, args.n);
+    (spec.op, spec.input) = data_from_args(args)?;
     spec.input_len = args.len;
     spec.eps = args.eps;
     spec.steps = args.steps;
@@ -207,16 +213,7 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
     if algo != Algorithm::Rdb {
         bail!("real runs support --algo rdb in this build (others run with --sim, or arrive with their work items)");
     }
-    let op = ReduceOp::parse(&args.op)?;
-    let input = InputKind::parse(&args.input).with_context(|| {
-        format!(
-            "unknown input '{}'; use uniform, int, ones or rank",
-            args.input
-        )
-    })?;
-    if args.len == 0 {
-        bail!("--len must be at least 1");
-    }
+    let (op, input) = data_from_args(args)?;
     let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
     let spec = LiveSpec {
         args,

@@ -478,6 +478,30 @@ impl FaultSpec {
     }
 }
 
+impl FlipTarget {
+    /// Flips the targeted bit of an encoded frame; false when the frame has no such bit (an
+    /// element past the payload, a bit past the element type's width).
+    pub fn apply(self, frame: &mut [u8]) -> bool {
+        use ftcoll_algos::bits::flip_in_bytes;
+        use ftcoll_algos::values::Dtype;
+        use ftcoll_algos::wire::HEADER_BYTES;
+        match self {
+            FlipTarget::Raw { bit } => {
+                flip_in_bytes(frame, 1, (bit / 8) as usize, (bit % 8) as u32)
+            }
+            FlipTarget::Payload { elem, bit } => {
+                // Byte 5 of the header is the payload's element type.
+                let elem_bytes = frame
+                    .get(5)
+                    .and_then(|&code| Dtype::from_u8(code))
+                    .map_or(0, Dtype::elem_bytes);
+                let payload = frame.get_mut(HEADER_BYTES..).unwrap_or_default();
+                flip_in_bytes(payload, elem_bytes, elem as usize, bit)
+            }
+        }
+    }
+}
+
 impl fmt::Display for FaultTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -8,11 +8,8 @@
 
 use std::time::Duration;
 
-use ftcoll_algos::bits::flip_in_bytes;
 use ftcoll_algos::protocol::LocalFault;
 use ftcoll_algos::rng::SimRng;
-use ftcoll_algos::values::Dtype;
-use ftcoll_algos::wire::HEADER_BYTES;
 use ftcoll_algos::Rank;
 
 use crate::faults::{
@@ -220,19 +217,7 @@ impl RankFaults {
         let flip = self.flips.remove(pos);
         scratch.clear();
         scratch.extend_from_slice(frame);
-        let applied = match flip.target {
-            FlipTarget::Raw { bit } => {
-                flip_in_bytes(scratch, 1, (bit / 8) as usize, (bit % 8) as u32)
-            }
-            FlipTarget::Payload { elem, bit } => {
-                let elem_bytes = scratch
-                    .get(5)
-                    .and_then(|&c| Dtype::from_u8(c))
-                    .map_or(0, Dtype::elem_bytes);
-                let payload = scratch.get_mut(HEADER_BYTES..).unwrap_or_default();
-                flip_in_bytes(payload, elem_bytes, elem as usize, bit)
-            }
-        };
+        let applied = flip.target.apply(scratch);
         if applied {
             self.flips_applied += 1;
             tracing::info!(
@@ -290,7 +275,8 @@ mod tests {
             .outgoing(Rank(1), &frame, Duration::ZERO, &mut scratch)
             .unwrap()
             .to_vec();
-        let value: f64 = bytemuck::pod_read_unaligned(&flipped[HEADER_BYTES..HEADER_BYTES + 8]);
+        let at = ftcoll_algos::wire::HEADER_BYTES;
+        let value: f64 = bytemuck::pod_read_unaligned(&flipped[at..at + 8]);
         assert_eq!(value, -2.0);
         assert_eq!(
             mine.outgoing(Rank(2), &frame, Duration::ZERO, &mut scratch),

@@ -2,11 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use ftcoll_algos::bits::flip_in_bytes;
 use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, TimerId, TimerRequest};
 use ftcoll_algos::rng::SimRng;
-use ftcoll_algos::values::Dtype;
-use ftcoll_algos::wire::{Frame, HEADER_BYTES};
+use ftcoll_algos::wire::Frame;
 use ftcoll_algos::{Rank, ReduceOp, Time, ValuesRef};
 
 use super::oracle::max_relative_error;
@@ -406,20 +404,7 @@ impl<P: Protocol> Simulation<P> {
     }
 
     fn apply_message_flip(&mut self, slot: u32, target: FlipTarget) {
-        let bytes = self.messages.bytes_mut(slot);
-        let applied = match target {
-            FlipTarget::Raw { bit } => {
-                flip_in_bytes(bytes, 1, (bit / 8) as usize, (bit % 8) as u32)
-            }
-            FlipTarget::Payload { elem, bit } => {
-                let elem_bytes = bytes
-                    .get(5)
-                    .and_then(|&code| Dtype::from_u8(code))
-                    .map_or(0, Dtype::elem_bytes);
-                let payload = bytes.get_mut(HEADER_BYTES..).unwrap_or_default();
-                flip_in_bytes(payload, elem_bytes, elem as usize, bit)
-            }
-        };
+        let applied = target.apply(self.messages.bytes_mut(slot));
         if applied {
             self.report.message_flips += 1;
         }
