@@ -205,6 +205,10 @@ impl<T: Transport> Endpoint<T> {
                 if self.control.shutdown_requested() {
                     return Ok((OpEnd::Shutdown, stats));
                 }
+                // Data first: whatever a dead rank published before it died is already visible
+                // (its publish happened before the launcher reaped it and told us), and a
+                // collective that can complete with it should.
+                progressed |= self.receive(protocol, op_id, &mut stats)? > 0;
                 for rank in self.absorb_failures() {
                     protocol.handle(
                         self.now(),

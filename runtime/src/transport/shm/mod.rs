@@ -365,10 +365,15 @@ impl Transport for ShmTransport {
         if let Some(queue) = self.queued.remove(&peer.0) {
             self.queued_bytes -= queue.iter().map(Vec::len).sum::<usize>();
         }
-        // A lease the dead rank held (it died writing) would block that lane forever.
-        for lane in 0..self.lanes() {
-            let owner = self.segment.lane(self.me, lane).owner;
-            let _ = owner.compare_exchange(peer.0 + 1, 0, Ordering::AcqRel, Ordering::Relaxed);
+        // A lease the dead rank held (it died writing) would block that lane forever. The rank
+        // is dead (fail-stop by construction), so nobody writes the lane while it is repaired.
+        for lane_index in 0..self.lanes() {
+            let lane = self.segment.lane(self.me, lane_index);
+            if lane.owner.load(Ordering::Acquire) == peer.0 + 1 {
+                // What it published before dying is still delivered, by the next poll; reclaim
+                // leaves those records in place.
+                ring::reclaim_after_published(&lane);
+            }
         }
     }
 }

@@ -1,35 +1,47 @@
 //! The record format inside a lane and the two sides of the lane protocol.
 //!
-//! A record is an 8-byte header `[len u32 | from u32]` followed by the frame, padded to 8 bytes,
-//! so every frame starts 8-byte aligned and its f64 payload is read in place. A record never wraps:
-//! when it does not fit before the end of the ring, a pad record (`len = PAD`) fills the rest and
-//! the record starts at offset 0. The producer publishes by advancing `tail` (release); the
-//! consumer reads up to `tail` (acquire) and frees space by advancing `head` (release). Records
-//! beyond `tail` are never read, so a sender killed mid-write leaves nothing visible.
+//! A record starts on a 64-byte line: an 8-byte header word `[len u32 | from u31 | ready u1]`,
+//! then the frame (so the frame's payload is 8-byte aligned and read in place), padded to whole
+//! lines. A record never wraps: when it does not fit before the end of the ring, a pad record
+//! fills the rest and the record starts at offset 0.
+//!
+//! The producer writes the frame, then publishes the header word with its ready bit (release);
+//! the consumer polls the header word at its `head` (acquire). A small frame and its header share
+//! one cache line, so a message costs that one line crossing cores, as an MPI "fast box" does.
+//! The consumer zeroes the first word of every line it consumes, so stale bytes of an old lap can
+//! never look like a ready header; `tail` is the producers' own bookkeeping.
+//!
+//! A producer killed mid-write never set the ready bit, so nothing of its record is read. When the
+//! receiver learns of the death it repairs the lane ([`reclaim_after_published`]): published records
+//! stay, the tail moves just past them, every free line is cleared, so the next producer starts
+//! clean.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::segment::Lane;
 
 /// Record header bytes.
 pub const RECORD_HEADER_BYTES: usize = 8;
+/// Records start on cache lines.
+const LINE: usize = 64;
 /// The `len` of a pad record.
 const PAD: u32 = u32::MAX;
-
-fn padded(len: usize) -> usize {
-    len.div_ceil(8) * 8
-}
+const READY: u64 = 1 << 63;
 
 /// Bytes a frame of `len` bytes occupies in a ring.
 pub fn record_bytes(len: usize) -> usize {
-    RECORD_HEADER_BYTES + padded(len)
+    (RECORD_HEADER_BYTES + len).div_ceil(LINE) * LINE
 }
 
 /// Largest frame a ring of `capacity` bytes carries.
 pub fn max_frame_bytes(capacity: usize) -> usize {
-    // A record may need a pad of up to its own size before it when the tail sits just past the
-    // middle; keeping records to half the ring means one always fits into an empty ring.
+    // A record may need a pad of up to its own size before it; keeping records to half the
+    // ring means one always fits into an empty ring.
     capacity / 2 - RECORD_HEADER_BYTES
+}
+
+fn header_word(len: u32, from: u32) -> u64 {
+    READY | u64::from(from & 0x7FFF_FFFF) << 32 | u64::from(len)
 }
 
 /// Appends one record; false if the ring has no room now. The caller holds the lane's lease.
@@ -51,23 +63,17 @@ pub fn push(lane: &Lane<'_>, from: u32, frame: &[u8]) -> bool {
             return false;
         }
     }
-    let mut start = at;
-    if pad > 0 {
-        lane.write(at, &header(PAD, from));
-        start = 0;
-    }
-    lane.write(start, &header(frame.len() as u32, from));
+    let start = if pad > 0 { 0 } else { at };
     lane.write(start + RECORD_HEADER_BYTES, frame);
+    lane.header(start)
+        .store(header_word(frame.len() as u32, from), Ordering::Release);
+    if pad > 0 {
+        lane.header(at)
+            .store(header_word(PAD, from), Ordering::Release);
+    }
     lane.tail
         .store(tail + (pad + need) as u64, Ordering::Release);
     true
-}
-
-fn header(len: u32, from: u32) -> [u8; 8] {
-    let mut bytes = [0u8; 8];
-    bytes[..4].copy_from_slice(&len.to_le_bytes());
-    bytes[4..].copy_from_slice(&from.to_le_bytes());
-    bytes
 }
 
 /// What draining a lane found.
@@ -75,44 +81,103 @@ fn header(len: u32, from: u32) -> [u8; 8] {
 pub struct Drained {
     /// Frames handed to the handler.
     pub frames: usize,
-    /// The lane held a record that cannot be valid (corrupted shared memory); it was skipped to
-    /// the tail.
+    /// The lane held a header that cannot be valid (corrupted shared memory); the lane was
+    /// reset.
     pub corrupt: bool,
+}
+
+/// Zeroes the first word of every line in `[from, from + len)` (ring offsets, line-aligned).
+fn clear_lines(lane: &Lane<'_>, from: usize, len: usize) {
+    for line in (from..from + len).step_by(LINE) {
+        lane.header(line).store(0, Ordering::Relaxed);
+    }
 }
 
 /// Hands up to `max` published records of the lane to `handler`, in place, and frees them.
 pub fn drain(lane: &Lane<'_>, max: usize, handler: &mut dyn FnMut(u32, &[u8])) -> Drained {
-    let tail = lane.tail.load(Ordering::Acquire);
     let mut head = lane.head.load(Ordering::Relaxed);
     let mut drained = Drained::default();
-    while head < tail && drained.frames < max {
+    // Each pass consumes one record or ends; `max` bounds the frames, the ring bounds the pads.
+    while drained.frames < max {
         let at = (head % lane.capacity as u64) as usize;
-        let raw = lane.read(at, RECORD_HEADER_BYTES);
-        let len = u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]);
-        let from = u32::from_le_bytes([raw[4], raw[5], raw[6], raw[7]]);
-        let skip = if len == PAD {
+        let word: &AtomicU64 = lane.header(at);
+        let header = word.load(Ordering::Acquire);
+        if header & READY == 0 {
+            break;
+        }
+        let len = header as u32;
+        let from = (header >> 32) as u32 & 0x7FFF_FFFF;
+        let size = if len == PAD {
             lane.capacity - at
         } else {
-            let need = record_bytes(len as usize);
-            if need > lane.capacity - at || head + need as u64 > tail {
-                // A length that cannot be right: never trust it, drop what is published.
+            let size = record_bytes(len as usize);
+            if size > lane.capacity - at {
+                // A length that cannot be right: never trust it.
                 drained.corrupt = true;
-                head = tail;
-                break;
+                reset(lane);
+                return drained;
             }
             handler(from, lane.read(at + RECORD_HEADER_BYTES, len as usize));
             drained.frames += 1;
-            need
+            size
         };
-        head += skip as u64;
-        // Publish progress per record so a blocked producer sees room as early as possible.
+        // Clear before freeing: once `head` passes, a producer may write here again.
+        clear_lines(lane, at, size);
+        head += size as u64;
         lane.head.store(head, Ordering::Release);
     }
-    lane.head.store(head, Ordering::Release);
     drained
 }
 
-/// Whether the lane holds unconsumed records.
+/// Whether the lane holds a published record at its head.
 pub fn has_records(lane: &Lane<'_>) -> bool {
-    lane.tail.load(Ordering::Acquire) != lane.head.load(Ordering::Relaxed)
+    let head = lane.head.load(Ordering::Relaxed);
+    let at = (head % lane.capacity as u64) as usize;
+    lane.header(at).load(Ordering::Acquire) & READY != 0
+}
+
+/// Makes a lane whose lease holder died usable again. The records it published stay for the
+/// consumer to read; the tail is set just past them (the dead producer may have published without
+/// advancing it, or begun a record it never published), every line of the free space is cleared
+/// so half-written bytes never look ready, and the lease is released. Only the consumer calls
+/// this, after the lease holder is known dead, so nobody writes the lane meanwhile.
+pub fn reclaim_after_published(lane: &Lane<'_>) {
+    let capacity = lane.capacity as u64;
+    let head = lane.head.load(Ordering::Relaxed);
+    let mut end = head;
+    // Walks at most one ring of records.
+    while end - head < capacity {
+        let at = (end % capacity) as usize;
+        let header = lane.header(at).load(Ordering::Acquire);
+        if header & READY == 0 {
+            break;
+        }
+        let len = header as u32;
+        let size = if len == PAD {
+            lane.capacity - at
+        } else {
+            record_bytes(len as usize)
+        };
+        if size > lane.capacity - at {
+            break;
+        }
+        end += size as u64;
+    }
+    let mut free = end;
+    while free < head + capacity {
+        lane.header((free % capacity) as usize)
+            .store(0, Ordering::Relaxed);
+        free += LINE as u64;
+    }
+    lane.tail.store(end, Ordering::Relaxed);
+    lane.head_seen.store(head, Ordering::Relaxed);
+    lane.owner.store(0, Ordering::Release);
+}
+
+/// Empties a lane whose contents cannot be trusted (the consumer's side only: producers keep
+/// writing at their tail, which the consumer skips to).
+fn reset(lane: &Lane<'_>) {
+    let tail = lane.tail.load(Ordering::Acquire);
+    clear_lines(lane, 0, lane.capacity);
+    lane.head.store(tail, Ordering::Release);
 }

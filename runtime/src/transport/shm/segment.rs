@@ -309,6 +309,25 @@ pub struct Lane<'a> {
 }
 
 impl<'a> Lane<'a> {
+    /// The record header word at ring offset `at` (a multiple of 64).
+    pub fn header(&self, at: usize) -> &'a AtomicU64 {
+        assert!(
+            at.is_multiple_of(64) && at + 8 <= self.capacity,
+            "ring header out of bounds"
+        );
+        // SAFETY: in bounds and 8-byte aligned (the ring starts on a 64-byte line and `at` is a
+        // multiple of 64); AtomicU64 has u64's layout; header words are only accessed
+        // atomically; the mapping outlives 'a.
+        unsafe {
+            &*self
+                .segment
+                .map
+                .as_mut_ptr()
+                .add(self.ring_offset + at)
+                .cast::<AtomicU64>()
+        }
+    }
+
     /// Copies `bytes` into the ring at `at` (which must be a range the caller exclusively owns
     /// by the lane protocol: unpublished space while holding the lease).
     pub fn write(&self, at: usize, bytes: &[u8]) {

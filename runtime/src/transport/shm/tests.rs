@@ -117,10 +117,11 @@ fn oversized_frames_and_unknown_ranks_are_errors() {
 fn a_rank_killed_mid_write_leaves_nothing_visible_and_its_lease_is_reclaimed() {
     let seg = segment(3, 1, 1024);
     let mut receiver = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
-    // Rank 2 "dies" holding the only lane after writing garbage past the published tail.
+    // Rank 2 "dies" holding the only lane after writing a frame's bytes (two lines of them) but
+    // before publishing its header.
     let lane = seg.lane(0, 0);
     lane.owner.store(3, Ordering::SeqCst);
-    lane.write(0, &[0xFF; 64]);
+    lane.write(8, &[0xFF; 120]);
     seg.active_lanes(0).fetch_or(1, Ordering::SeqCst);
     let mut sender = ShmTransport::new(Arc::clone(&seg), Rank(1), Duration::ZERO).unwrap();
     sender.send(Rank(0), &frame(1, 0, 2)).unwrap();
@@ -149,11 +150,50 @@ fn a_rank_killed_mid_write_leaves_nothing_visible_and_its_lease_is_reclaimed() {
 }
 
 #[test]
+fn records_published_by_a_rank_that_then_died_are_still_delivered() {
+    let seg = segment(3, 1, 1024);
+    let mut dying = ShmTransport::new(Arc::clone(&seg), Rank(2), Duration::ZERO).unwrap();
+    dying.send(Rank(0), &frame(2, 0, 1)).unwrap();
+    dying.send(Rank(0), &frame(2, 1, 1)).unwrap();
+    // It dies holding the lease, with a half-written third record after the published two.
+    let lane = seg.lane(0, 0);
+    lane.owner.store(3, Ordering::SeqCst);
+    lane.write(128 + 8, &[0xFF; 56]);
+    lane.write(192, &u64::MAX.to_le_bytes());
+    let mut receiver = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
+    receiver.peer_failed(Rank(2));
+    let mut steps = Vec::new();
+    receiver
+        .poll_recv(10, &mut |_, bytes| {
+            steps.push(Frame::decode(bytes).unwrap().header.step)
+        })
+        .unwrap();
+    assert_eq!(steps, [0, 1]);
+    // The lane is clean for the next sender, whose record lands where the dead one's began.
+    let mut next = ShmTransport::new(Arc::clone(&seg), Rank(1), Duration::ZERO).unwrap();
+    for seq in 0..40 {
+        next.send(Rank(0), &frame(1, seq, 3)).unwrap();
+        let mut got = Vec::new();
+        while got.is_empty() {
+            next.progress().unwrap();
+            receiver
+                .poll_recv(10, &mut |from, bytes| {
+                    got.push((from, Frame::decode(bytes).unwrap().header.step))
+                })
+                .unwrap();
+        }
+        assert_eq!(got, [(Rank(1), seq)]);
+    }
+}
+
+#[test]
 fn a_corrupt_length_is_skipped_not_trusted() {
     let seg = segment(2, 1, 1024);
     let lane = seg.lane(0, 0);
-    lane.write(0, &[200, 0, 0, 0, 1, 0, 0, 0]);
-    lane.tail.store(16, Ordering::SeqCst);
+    // A ready header claiming 5000 bytes in a 1024-byte ring.
+    lane.header(0)
+        .store(1 << 63 | 1 << 32 | 5000, Ordering::SeqCst);
+    lane.tail.store(64, Ordering::SeqCst);
     seg.active_lanes(0).fetch_or(1, Ordering::SeqCst);
     let mut receiver = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
     assert_eq!(
@@ -227,4 +267,40 @@ fn an_inherited_descriptor_is_checked() {
 
 fn unsafe_free_borrow(seg: &Segment) -> std::os::fd::BorrowedFd<'_> {
     seg.fd()
+}
+
+/// Round-trip time of one small frame between two spinning threads, transport only: the floor
+/// under an allreduce at n = 2. Run with `cargo test --release -p ftcoll-runtime -- --ignored
+/// --nocapture ping_pong`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn ping_pong_round_trip() {
+    let seg = segment(2, DEFAULT_LANES, 64 * 1024);
+    let rounds = 200_000u32;
+    let peer_seg = Arc::clone(&seg);
+    let echo = thread::spawn(move || {
+        let mut t = ShmTransport::new(peer_seg, Rank(1), Duration::from_millis(1)).unwrap();
+        let mut seen = 0;
+        while seen < rounds {
+            let mut got = Vec::new();
+            t.poll_recv(8, &mut |_, bytes| got.push(bytes.to_vec()))
+                .unwrap();
+            for bytes in got {
+                t.send(Rank(0), &bytes).unwrap();
+                seen += 1;
+            }
+        }
+    });
+    let mut t = ShmTransport::new(seg, Rank(0), Duration::from_millis(1)).unwrap();
+    let frame = frame(0, 0, 1);
+    let start = Instant::now();
+    for _ in 0..rounds {
+        t.send(Rank(1), &frame).unwrap();
+        while t.poll_recv(1, &mut |_, _| {}).unwrap() == 0 {
+            std::hint::spin_loop();
+        }
+    }
+    let per = start.elapsed() / rounds;
+    echo.join().unwrap();
+    println!("shm round trip: {per:?}");
 }
