@@ -145,6 +145,9 @@ impl Communicator {
         };
         let control = Arc::new(ControlClient::connect(&env, &transport.local_address())?);
         let _ = control_cell.set(Arc::clone(&control));
+        if std::env::var("FTCOLL_BIND").is_ok_and(|v| v == "core") {
+            bind_to_core(env.rank);
+        }
         let start_delay = faults.start_delay();
         let endpoint = Endpoint::new(transport, Arc::clone(&control), Rank(env.rank), faults);
         if !start_delay.is_zero() {
@@ -241,6 +244,17 @@ impl Communicator {
         }
         self.control.finished(own_pss_kb())?;
         Ok(())
+    }
+}
+
+/// Pins this process to core `rank mod cores`, so ranks that share a core take turns on it
+/// instead of migrating.
+fn bind_to_core(rank: u32) {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(rank as usize % cores);
+    if let Err(error) = rustix::thread::sched_setaffinity(None, &set) {
+        tracing::warn!(%error, "cannot bind to a core; running unbound");
     }
 }
 

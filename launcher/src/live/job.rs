@@ -129,7 +129,10 @@ pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
         heartbeat_ms,
         // Spinning only pays when every rank has a core to spin on: this launcher starts all
         // ranks on this machine.
-        spin_us: if n <= cores { 50 } else { 0 },
+        spin_us: std::env::var("FTCOLL_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(if n <= cores { 50 } else { 0 }),
         faults: args.faults.join(";"),
     };
     let launcher_faults = launcher_faults(&spec.faults, n, ranks_per_node)?;
