@@ -112,35 +112,45 @@ fn sixty_four_ranks_sum_exactly_over_shared_memory_and_tcp() {
 fn a_rank_killed_mid_loop_is_reported_to_survivors_in_bounded_time() {
     // A different victim on every run of the suite; the report says which.
     let victim = std::process::id() % 16;
-    let started = Instant::now();
-    let (out, json) = run_job(
-        &[
-            "-n",
-            "16",
-            "--input",
-            "int",
-            "--ops",
-            "10000000",
-            "--no-tui",
-            "--fault",
-            &format!("kill:rank={victim},at=150ms"),
-        ],
-        "kill.json",
-    );
-    assert!(started.elapsed() < Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let failures = json["failures"].as_array().unwrap();
-    assert_eq!(failures.len(), 1, "{json}");
-    assert_eq!(failures[0]["rank"], victim);
-    assert_eq!(failures[0]["cause"], "exit");
-    assert!(failures[0]["how"].as_str().unwrap().contains("signal 9"));
-    let ok = json["ops_ok_all_ranks"].as_u64().unwrap();
-    assert!(ok < 10_000_000, "the loop did not stop at the failure");
-    assert_eq!(json["exact"], true, "results before the failure are exact");
+    for transport in ["shm", "tcp"] {
+        let started = Instant::now();
+        let (out, json) = run_job(
+            &[
+                "-n",
+                "16",
+                "--input",
+                "int",
+                "--ops",
+                "10000000",
+                "--no-tui",
+                "--transport",
+                transport,
+                "--fault",
+                &format!("kill:rank={victim},at=150ms"),
+            ],
+            &format!("kill-{transport}.json"),
+        );
+        assert!(started.elapsed() < Duration::from_secs(30), "{transport}");
+        assert!(
+            out.status.success(),
+            "{transport}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let failures = json["failures"].as_array().unwrap();
+        assert_eq!(failures.len(), 1, "{transport}: {json}");
+        assert_eq!(failures[0]["rank"], victim);
+        assert_eq!(failures[0]["cause"], "exit");
+        assert!(failures[0]["how"].as_str().unwrap().contains("signal 9"));
+        let ok = json["ops_ok_all_ranks"].as_u64().unwrap();
+        assert!(
+            ok < 10_000_000,
+            "{transport}: the loop did not stop at the failure"
+        );
+        assert_eq!(
+            json["exact"], true,
+            "{transport}: results before the failure are exact"
+        );
+    }
 }
 
 #[test]
