@@ -126,12 +126,11 @@ impl ShmTransport {
     /// Tells `to` that it has mail, waking it if it sleeps.
     ///
     /// The doorbell is touched only when the receiver says it sleeps, so a polling receiver's
-    /// doorbell line never crosses cores. No wake-up is lost: the fence orders our publish
-    /// before our read of `sleeping`, and the receiver sets `sleeping` (SeqCst) before it checks
-    /// for arrivals and reads the doorbell value it waits on; either it sees our records, or we
-    /// see it sleeping and bump the value it waits on.
+    /// doorbell line never crosses cores. No wake-up is lost: every publish ends with a SeqCst
+    /// swap (see `ring::push`), which orders it before our read of `sleeping`, and the receiver
+    /// sets `sleeping` (SeqCst) before it checks for arrivals and reads the doorbell value it
+    /// waits on; either it sees our records, or we see it sleeping and bump the value it waits on.
     fn ring_doorbell(&self, to: u32) {
-        std::sync::atomic::fence(Ordering::SeqCst);
         if self.segment.sleeping(to).load(Ordering::SeqCst) != 0 {
             self.segment.doorbell(to).fetch_add(1, Ordering::SeqCst);
             let _ = futex::wake(self.segment.doorbell(to), futex::Flags::empty(), 1);
