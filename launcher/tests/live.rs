@@ -170,7 +170,11 @@ fn a_rank_killing_itself_at_an_operation_stops_the_loop_there() {
         "opkill.json",
     );
     assert!(out.status.success());
-    assert_eq!(json["ops_ok_all_ranks"], 7);
+    // Rank 3 finished operation 6 before dying, so every rank had started it and operations 0-5
+    // completed everywhere. Operation 6 itself completes at every rank unless the notice reaches
+    // a rank still waiting on a live peer inside it: recursive doubling then fails it there.
+    let ok = json["ops_ok_all_ranks"].as_u64().unwrap();
+    assert!((6..=7).contains(&ok), "{json}");
     assert_eq!(json["failures"][0]["rank"], 3);
 }
 
