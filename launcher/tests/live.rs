@@ -11,6 +11,14 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Jobs of these tests run one at a time: several jobs of many ranks at once on two cores would
+/// starve heartbeat threads and test the scheduler instead of ftcoll.
+static ONE_JOB_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serialize() -> std::sync::MutexGuard<'static, ()> {
+    ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn launcher() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ftcoll-launch"));
     command.env_remove("FTCOLL_LOG");
@@ -77,6 +85,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 #[test]
 fn sixty_four_ranks_sum_exactly_over_shared_memory_and_tcp() {
+    let _job = serialize();
     for transport in ["shm", "tcp"] {
         let (out, json) = run_job(
             &[
@@ -110,6 +119,7 @@ fn sixty_four_ranks_sum_exactly_over_shared_memory_and_tcp() {
 
 #[test]
 fn a_rank_killed_mid_loop_is_reported_to_survivors_in_bounded_time() {
+    let _job = serialize();
     // A different victim on every run of the suite; the report says which.
     let victim = std::process::id() % 16;
     for transport in ["shm", "tcp"] {
@@ -155,6 +165,7 @@ fn a_rank_killed_mid_loop_is_reported_to_survivors_in_bounded_time() {
 
 #[test]
 fn a_rank_killing_itself_at_an_operation_stops_the_loop_there() {
+    let _job = serialize();
     let (out, json) = run_job(
         &[
             "-n",
@@ -180,6 +191,7 @@ fn a_rank_killing_itself_at_an_operation_stops_the_loop_there() {
 
 #[test]
 fn a_node_failure_takes_exactly_the_ranks_of_that_node() {
+    let _job = serialize();
     let (out, json) = run_job(
         &[
             "-n",
@@ -213,6 +225,7 @@ fn a_node_failure_takes_exactly_the_ranks_of_that_node() {
 
 #[test]
 fn a_stopped_rank_is_suspected_killed_and_then_reported() {
+    let _job = serialize();
     let (out, json) = run_job(
         &[
             "-n",
@@ -222,7 +235,12 @@ fn a_stopped_rank_is_suspected_killed_and_then_reported() {
             "--ops",
             "10000000",
             "--no-tui",
-            "--aggressive-detector",
+            // A 1 s suspicion keeps a loaded machine from delaying a healthy rank's heartbeat
+            // into a false suspicion; the stopped rank is still caught within a second.
+            "--heartbeat-ms",
+            "50",
+            "--suspect-ms",
+            "1000",
             "--fault",
             "stop:rank=6,at=100ms",
         ],
@@ -241,6 +259,7 @@ fn a_stopped_rank_is_suspected_killed_and_then_reported() {
 
 #[test]
 fn killing_the_launcher_takes_every_rank_with_it() {
+    let _job = serialize();
     let mut child = launcher()
         .args([
             "-n",
@@ -310,6 +329,7 @@ fn read_some(stream: &mut TcpStream) -> usize {
 
 #[test]
 fn hostile_control_connections_are_refused_while_the_job_completes() {
+    let _job = serialize();
     let path = scratch("hostile.json");
     let mut child = launcher()
         .args([
@@ -375,6 +395,7 @@ fn hostile_control_connections_are_refused_while_the_job_completes() {
 
 #[test]
 fn a_user_program_runs_under_the_launcher_like_under_mpirun() {
+    let _job = serialize();
     // `cargo test` builds this package's examples next to its binaries.
     let example = std::path::Path::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
         .parent()
