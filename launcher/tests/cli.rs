@@ -20,28 +20,29 @@ fn scratch(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-#[test]
-fn a_simulated_run_writes_the_json_schema() {
-    let path = scratch("rdb.json");
-    let out = launch(&[
-        "--sim",
-        "-n",
-        "4096",
-        "--algo",
-        "rdb",
-        "--seed",
-        "9",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
+/// Runs the launcher with `--json` into a scratch file; asserts success and returns the output
+/// and the parsed report.
+fn launch_json(args: &[&str], name: &str) -> (Output, serde_json::Value) {
+    let path = scratch(name);
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--json", path.to_str().unwrap()]);
+    let out = launch(&all);
     assert!(
         out.status.success(),
-        "{}",
+        "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let json = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     std::fs::remove_file(&path).unwrap();
+    (out, json)
+}
+
+#[test]
+fn a_simulated_run_writes_the_json_schema() {
+    let (out, json) = launch_json(
+        &["--sim", "-n", "4096", "--algo", "rdb", "--seed", "9"],
+        "rdb.json",
+    );
     assert_eq!(json["n"], 4096);
     assert_eq!(json["algo"], "rdb");
     assert_eq!(json["rounds"], 12);
@@ -57,28 +58,20 @@ fn a_simulated_run_writes_the_json_schema() {
 
 #[test]
 fn faults_and_failures_reach_the_report() {
-    let path = scratch("faults.json");
-    let out = launch(&[
-        "--sim",
-        "-n",
-        "64",
-        "--fault",
-        "kill:rank=3,at=20",
-        "--fault",
-        "flip-msg:rank=9,bit=63",
-        "--detector",
-        "perfect:5",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (_, json) = launch_json(
+        &[
+            "--sim",
+            "-n",
+            "64",
+            "--fault",
+            "kill:rank=3,at=20",
+            "--fault",
+            "flip-msg:rank=9,bit=63",
+            "--detector",
+            "perfect:5",
+        ],
+        "faults.json",
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    std::fs::remove_file(&path).unwrap();
     assert_eq!(json["failures"][0]["rank"], 3);
     assert_eq!(json["failures"][0]["at_steps"], 20);
     assert_eq!(json["failures"][0]["noticed_at_steps"], 25);
@@ -88,26 +81,10 @@ fn faults_and_failures_reach_the_report() {
 
 #[test]
 fn ardb_stops_early_at_low_accuracy() {
-    let path = scratch("ardb.json");
-    let out = launch(&[
-        "--sim",
-        "-n",
-        "65536",
-        "--algo",
-        "ardb",
-        "--eps",
-        "1e-2",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (_, json) = launch_json(
+        &["--sim", "-n", "65536", "--algo", "ardb", "--eps", "1e-2"],
+        "ardb.json",
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    std::fs::remove_file(&path).unwrap();
     let stop = json["oracle_stop_round"].as_u64().unwrap();
     assert!(stop < 16, "ARDB needed {stop} of 16 rounds for 1e-2");
 }
@@ -203,25 +180,10 @@ fn help_lists_the_algorithms_and_the_fault_syntax() {
 
 #[test]
 fn bench_sim_reports_throughput_and_memory() {
-    let path = scratch("bench.json");
-    let out = launch(&[
-        "bench",
-        "sim",
-        "-n",
-        "4096",
-        "--repeat",
-        "3",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (_, json) = launch_json(
+        &["bench", "sim", "-n", "4096", "--repeat", "3"],
+        "bench.json",
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    std::fs::remove_file(&path).unwrap();
     assert!(json["median_events_per_s"].as_f64().unwrap() > 0.0);
     assert!(json["peak_rss_bytes_per_rank"].as_f64().is_some());
 }
