@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bits;
+pub mod corrected;
 pub mod protocol;
 pub mod rank;
 pub mod rdb;

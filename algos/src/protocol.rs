@@ -93,6 +93,8 @@ pub enum AbortReason {
     PeerFailed(Rank),
     /// The driver stopped the operation before it completed.
     Stopped,
+    /// More ranks failed than the algorithm tolerates.
+    TooManyFailures,
 }
 
 /// Something a protocol reports to its driver.
@@ -171,6 +173,25 @@ impl Outbox {
     pub fn send(&mut self, to: Rank, header: FrameHeader, payload: ValuesRef<'_>) {
         let first_word = self.words.len() as u32;
         let len_bytes = encode_into(&mut self.words, header, payload) as u32;
+        self.sends.push(QueuedSend {
+            to,
+            first_word,
+            len_bytes,
+        });
+    }
+
+    /// Queues a frame for `to` that carries a rank list after its values (see
+    /// [`crate::wire`]'s rank trailer).
+    pub fn send_with_ranks(
+        &mut self,
+        to: Rank,
+        header: FrameHeader,
+        payload: ValuesRef<'_>,
+        ranks: &[u32],
+    ) {
+        let first_word = self.words.len() as u32;
+        let len_bytes =
+            crate::wire::encode_with_trailer(&mut self.words, header, payload, ranks) as u32;
         self.sends.push(QueuedSend {
             to,
             first_word,
@@ -295,6 +316,17 @@ pub enum Detail {
         /// How many ranks' inputs the local value contains.
         contributions: u64,
     },
+    /// Corrected-tree reduce, broadcast and allreduce.
+    CorrectedTree {
+        /// The allreduce attempt (root candidate index); 0 for reduce and broadcast.
+        attempt: u32,
+        /// The root of the current attempt.
+        root: u32,
+        /// Failures this rank knows of.
+        known_failed: u32,
+        /// Peers this rank still waits for.
+        waiting_for: u32,
+    },
 }
 
 /// A snapshot of one rank, for monitors and reports.
@@ -322,6 +354,12 @@ pub trait Protocol {
 
     /// Where the instance is in its life.
     fn phase(&self) -> Phase;
+
+    /// Whether [`Protocol::estimate`] is the collective's result at this rank: true once done,
+    /// except at ranks that by definition receive no result (a reduce's non-roots).
+    fn has_result(&self) -> bool {
+        self.phase() == Phase::Done
+    }
 
     /// A snapshot for monitors.
     fn status(&self) -> RankStatus;

@@ -15,9 +15,14 @@
 //! | 12     | 4    | `step`        | round, step or sequence number                            |
 //! | 16     | 8    | `op_id`       | operation id: which collective instance this belongs to   |
 //! | 24     | 8    | `aux`         | protocol-specific small field                             |
-//! | 32     | 4    | `payload_len` | payload length in bytes                                   |
-//! | 36     | 4    | `reserved`    | zero                                                      |
-//! | 40     | …    | payload       | `payload_len` bytes of `dtype` elements                   |
+//! | 32     | 4    | `payload_len` | payload length in bytes, values and rank trailer          |
+//! | 36     | 4    | `trailer_ranks` | number of `u32` rank ids after the values (usually 0)   |
+//! | 40     | …    | values        | `dtype` elements                                          |
+//! | …      | 4·t  | rank trailer  | `trailer_ranks` rank ids (`u32`)                           |
+//!
+//! The rank trailer carries a list of ranks beside the values in the same message (the failed
+//! ranks a corrected-tree reduce reports up the tree). Every element type is a multiple of 4
+//! bytes, so the trailer is always 4-byte aligned when the frame is 8-byte aligned.
 //!
 //! The header is a `bytemuck::Pod` struct, so encoding and decoding are a copy, and a payload that
 //! starts 8-byte aligned in its buffer is read in place as `&[f64]`. There is deliberately no
@@ -134,10 +139,10 @@ pub struct FrameHeader {
     pub op_id: u64,
     /// Protocol-specific small field.
     pub aux: u64,
-    /// Payload length in bytes.
+    /// Payload length in bytes (values and rank trailer).
     pub payload_len: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// Rank ids in the trailer after the values.
+    pub trailer_ranks: u32,
 }
 
 impl FrameHeader {
@@ -156,7 +161,7 @@ impl FrameHeader {
             op_id: op.0,
             aux: 0,
             payload_len: 0,
-            reserved: 0,
+            trailer_ranks: 0,
         }
     }
 
@@ -255,8 +260,10 @@ pub enum FrameError {
 pub struct Frame<'a> {
     /// The header.
     pub header: FrameHeader,
-    /// The payload bytes (exactly `header.payload_len`).
+    /// The value bytes (the payload without the rank trailer).
     pub payload: &'a [u8],
+    /// The rank-trailer bytes (`4 * header.trailer_ranks`).
+    pub trailer: &'a [u8],
 }
 
 impl<'a> Frame<'a> {
@@ -297,13 +304,22 @@ impl<'a> Frame<'a> {
                 limit: need,
             });
         }
-        let elem = dtype.elem_bytes();
-        if (elem == 0 && len != 0) || (elem != 0 && !len.is_multiple_of(elem)) {
+        let trailer_bytes = header.trailer_ranks as usize * 4;
+        let Some(values_len) = len.checked_sub(trailer_bytes) else {
             return Err(FrameError::RaggedPayload { len, dtype });
+        };
+        let elem = dtype.elem_bytes();
+        if (elem == 0 && values_len != 0) || (elem != 0 && !values_len.is_multiple_of(elem)) {
+            return Err(FrameError::RaggedPayload {
+                len: values_len,
+                dtype,
+            });
         }
+        let (payload, trailer) = bytes[HEADER_BYTES..].split_at(values_len);
         Ok(Frame {
             header,
-            payload: &bytes[HEADER_BYTES..],
+            payload,
+            trailer,
         })
     }
 
@@ -352,6 +368,11 @@ impl<'a> Frame<'a> {
             }
         })
     }
+
+    /// The rank trailer, read in place (empty for most frames).
+    pub fn trailer(&self) -> Result<&'a [u32], FrameError> {
+        bytemuck::try_cast_slice(self.trailer).map_err(|_| FrameError::Misaligned)
+    }
 }
 
 /// Number of 8-byte words a frame with `payload_bytes` of payload occupies (padded).
@@ -361,16 +382,31 @@ pub fn frame_words(payload_bytes: usize) -> usize {
 
 /// Appends one encoded frame to `words` (8-byte aligned, zero-padded) and returns its length in
 /// bytes. The header's `dtype` and `payload_len` are set from `payload`.
-pub fn encode_into(words: &mut Vec<u64>, mut header: FrameHeader, payload: ValuesRef<'_>) -> usize {
+pub fn encode_into(words: &mut Vec<u64>, header: FrameHeader, payload: ValuesRef<'_>) -> usize {
+    encode_with_trailer(words, header, payload, &[])
+}
+
+/// [`encode_into`] with a rank trailer after the values.
+pub fn encode_with_trailer(
+    words: &mut Vec<u64>,
+    mut header: FrameHeader,
+    payload: ValuesRef<'_>,
+    trailer: &[u32],
+) -> usize {
     let payload_bytes = payload.as_bytes();
+    let trailer_bytes: &[u8] = bytemuck::cast_slice(trailer);
+    let total = payload_bytes.len() + trailer_bytes.len();
     header.dtype = payload.dtype() as u8;
-    header.payload_len = payload_bytes.len() as u32;
+    header.payload_len = total as u32;
+    header.trailer_ranks = trailer.len() as u32;
     let start = words.len();
-    words.resize(start + frame_words(payload_bytes.len()), 0);
+    words.resize(start + frame_words(total), 0);
     let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut words[start..]);
     dst[..HEADER_BYTES].copy_from_slice(bytemuck::bytes_of(&header));
-    dst[HEADER_BYTES..HEADER_BYTES + payload_bytes.len()].copy_from_slice(payload_bytes);
-    HEADER_BYTES + payload_bytes.len()
+    let values_end = HEADER_BYTES + payload_bytes.len();
+    dst[HEADER_BYTES..values_end].copy_from_slice(payload_bytes);
+    dst[values_end..values_end + trailer_bytes.len()].copy_from_slice(trailer_bytes);
+    HEADER_BYTES + total
 }
 
 /// Encodes one frame into a fresh byte vector (tests and tools; the data path uses
@@ -469,6 +505,29 @@ mod tests {
         bytes.truncate(HEADER_BYTES + 12);
         assert!(matches!(
             Frame::decode(&bytes),
+            Err(FrameError::RaggedPayload { .. })
+        ));
+    }
+
+    #[test]
+    fn rank_trailer_roundtrips_and_a_lying_count_is_rejected() {
+        let mut words = Vec::new();
+        let header = FrameHeader::new(AlgoId::CorrectedReduce, 2, OpId(1), Rank(3), 0);
+        let len = encode_with_trailer(&mut words, header, ValuesRef::F64(&[2.5]), &[4, 9, 11]);
+        let bytes: &[u8] = bytemuck::cast_slice(&words);
+        let frame = Frame::decode(&bytes[..len]).unwrap();
+        assert_eq!(frame.values().unwrap(), ValuesRef::F64(&[2.5]));
+        assert_eq!(frame.trailer().unwrap(), &[4, 9, 11]);
+        let mut lying = bytes[..len].to_vec();
+        lying[36..40].copy_from_slice(&100u32.to_le_bytes());
+        assert!(matches!(
+            Frame::decode(&lying),
+            Err(FrameError::RaggedPayload { .. })
+        ));
+        let mut odd = bytes[..len].to_vec();
+        odd[36..40].copy_from_slice(&2u32.to_le_bytes());
+        assert!(matches!(
+            Frame::decode(&odd),
             Err(FrameError::RaggedPayload { .. })
         ));
     }

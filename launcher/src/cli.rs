@@ -106,6 +106,17 @@ pub struct RunArgs {
     /// Step budget of approximate algorithms on real ranks (ARDB: exchanges).
     #[arg(long)]
     pub steps: Option<u32>,
+    /// Failures the corrected-tree algorithms tolerate (f): the root gets f + 1 subtrees and
+    /// allreduce tries up to f + 1 root candidates (ranks 0..=f).
+    #[arg(long, default_value_t = 1)]
+    pub tolerate: u32,
+    /// How corrected-reduce reports failures up the tree: list, count (count + bit) or bit.
+    #[arg(long, default_value = "count")]
+    pub failure_info: String,
+    /// Correction phase of corrected-bcast / corrected-allreduce: checked, or opportunistic:D
+    /// (the D nearest ring neighbours on each side).
+    #[arg(long, default_value = "checked")]
+    pub correction: String,
     /// Scripted fault (repeatable); syntax below.
     #[arg(long = "fault", value_name = "SPEC")]
     pub faults: Vec<String>,

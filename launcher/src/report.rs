@@ -50,6 +50,8 @@ pub struct RunJson {
     pub sim_time_steps: u64,
     /// Max relative error over live ranks that completed.
     pub max_rel_error: Option<f64>,
+    /// Error against survivors plus any subset of crashed ranks (runs with crashes).
+    pub admissible_error: Option<f64>,
     /// Live ranks that completed.
     pub ranks_completed: u32,
     /// Ranks that aborted.
@@ -94,6 +96,7 @@ impl RunJson {
             bit_flips: report.message_flips + report.state_flips,
             sim_time_steps: report.sim_time_steps,
             max_rel_error: finite(report.max_rel_error),
+            admissible_error: report.admissible_error.and_then(finite),
             ranks_completed: report.completed,
             ranks_aborted: report.aborted,
             ranks_incomplete: report.incomplete,

@@ -3,6 +3,7 @@
 use std::fs;
 
 use anyhow::{bail, Context};
+use ftcoll_algos::corrected::{Correction, FailureInfo};
 use ftcoll_algos::topology::Topology;
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::faults::FaultSpec;
@@ -27,6 +28,21 @@ fn data_from_args(args: &RunArgs) -> anyhow::Result<(ReduceOp, InputKind)> {
     Ok((op, input))
 }
 
+/// Parses `--correction`: `checked` or `opportunistic:D`.
+pub fn parse_correction(text: &str) -> anyhow::Result<Correction> {
+    if text == "checked" {
+        return Ok(Correction::Checked);
+    }
+    let distance = text
+        .strip_prefix("opportunistic:")
+        .and_then(|d| d.parse::<u32>().ok())
+        .filter(|&d| d >= 1)
+        .with_context(|| {
+            format!("unknown --correction '{text}'; use checked or opportunistic:D with D >= 1")
+        })?;
+    Ok(Correction::Opportunistic { distance })
+}
+
 /// The job and simulator configuration the flags describe.
 pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     let algo = Algorithm::parse(&args.algo)?;
@@ -35,6 +51,14 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     spec.input_len = args.len;
     spec.eps = args.eps;
     spec.steps = args.steps;
+    spec.tolerate = args.tolerate;
+    spec.failure_info = FailureInfo::parse(&args.failure_info).with_context(|| {
+        format!(
+            "unknown --failure-info '{}'; use list, count or bit",
+            args.failure_info
+        )
+    })?;
+    spec.correction = parse_correction(&args.correction)?;
     if args.n == 0 {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }
@@ -134,6 +158,9 @@ fn print_summary(spec: &JobSpec, report: &SimReport) {
     println!("  messages          {}", report.messages);
     println!("  sim time          {} steps", report.sim_time_steps);
     println!("  max rel. error    {:.3e}", report.max_rel_error);
+    if let Some(error) = report.admissible_error {
+        println!("  vs survivors      {error:.3e} (survivors' inputs plus any subset of the crashed ranks')");
+    }
     println!(
         "  ranks             {} completed, {} aborted, {} incomplete, {} crashed",
         report.completed,

@@ -3,6 +3,10 @@
 
 use std::fmt;
 
+use ftcoll_algos::corrected::{
+    AllreduceConfig, BcastConfig, CorrectedAllreduce, CorrectedBcast, CorrectedReduce, Correction,
+    FailureInfo, ReduceConfig,
+};
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
 use ftcoll_algos::topology::{Topology, TopologyError};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp};
@@ -117,7 +121,22 @@ impl Algorithm {
 
     /// Whether this build runs it.
     pub fn implemented(self) -> bool {
-        matches!(self, Algorithm::Rdb | Algorithm::Ardb)
+        matches!(
+            self,
+            Algorithm::Rdb
+                | Algorithm::Ardb
+                | Algorithm::CorrectedReduce
+                | Algorithm::CorrectedBcast
+                | Algorithm::CorrectedAllreduce
+        )
+    }
+
+    /// The corrected-tree family (001), which takes `--tolerate`.
+    pub fn is_corrected(self) -> bool {
+        matches!(
+            self,
+            Algorithm::CorrectedReduce | Algorithm::CorrectedBcast | Algorithm::CorrectedAllreduce
+        )
     }
 
     /// Parses an `--algo` name.
@@ -195,6 +214,20 @@ pub enum JobError {
         /// The operator name.
         op: &'static str,
     },
+    /// Too few ranks for the tolerance.
+    #[error("{algo} with --tolerate {tolerate} needs at least {} ranks (the root and f + 1 subtrees); lower --tolerate or raise -n", tolerate + 2)]
+    TooFewRanks {
+        /// The algorithm.
+        algo: Algorithm,
+        /// f.
+        tolerate: u32,
+    },
+    /// A tree algorithm on a sparse topology.
+    #[error("{algo} sends along its own tree and ring over a fully connected network; drop --topology or use --topology full")]
+    NeedsFullTopology {
+        /// The algorithm.
+        algo: Algorithm,
+    },
     /// An accuracy target outside (0, 1).
     #[error("--eps must lie in (0, 1), got {0}")]
     BadEps(f64),
@@ -222,6 +255,12 @@ pub struct JobSpec {
     pub steps: Option<u32>,
     /// The network topology, if the user chose one.
     pub topology: Option<Topology>,
+    /// Failures the corrected-tree algorithms tolerate (f).
+    pub tolerate: u32,
+    /// How the corrected reduce reports failures.
+    pub failure_info: FailureInfo,
+    /// The corrected broadcast's correction phase.
+    pub correction: Correction,
 }
 
 impl JobSpec {
@@ -236,6 +275,9 @@ impl JobSpec {
             eps: None,
             steps: None,
             topology: None,
+            tolerate: 1,
+            failure_info: FailureInfo::default(),
+            correction: Correction::Checked,
         }
     }
 
@@ -286,9 +328,53 @@ impl JobSpec {
                     });
                 }
             }
+            algo if algo.is_corrected() => {
+                if algo != Algorithm::CorrectedBcast && self.n < self.tolerate.saturating_add(2) {
+                    return Err(JobError::TooFewRanks {
+                        algo,
+                        tolerate: self.tolerate,
+                    });
+                }
+                if !matches!(self.topology, None | Some(Topology::FullyConnected { .. })) {
+                    return Err(JobError::NeedsFullTopology { algo });
+                }
+                if algo != Algorithm::CorrectedBcast
+                    && !matches!(
+                        self.op,
+                        ReduceOp::Sum | ReduceOp::Average | ReduceOp::Min | ReduceOp::Max
+                    )
+                {
+                    return Err(JobError::OpUnsupported {
+                        algo,
+                        op: self.op.name(),
+                    });
+                }
+            }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Rank `rank`'s corrected reduce to rank 0.
+    pub fn corrected_reduce(&self, rank: Rank, op_id: OpId) -> CorrectedReduce {
+        let mut config = ReduceConfig::new(rank, self.n, self.op, op_id, self.tolerate, Rank(0));
+        config.info = self.failure_info;
+        CorrectedReduce::new(config)
+    }
+
+    /// Rank `rank`'s corrected broadcast from rank 0.
+    pub fn corrected_bcast(&self, rank: Rank, op_id: OpId) -> CorrectedBcast {
+        let mut config = BcastConfig::new(rank, self.n, op_id, Rank(0), self.tolerate);
+        config.correction = self.correction;
+        CorrectedBcast::new(config)
+    }
+
+    /// Rank `rank`'s corrected allreduce.
+    pub fn corrected_allreduce(&self, rank: Rank, op_id: OpId) -> CorrectedAllreduce {
+        let mut config = AllreduceConfig::new(rank, self.n, self.op, op_id, self.tolerate);
+        config.info = self.failure_info;
+        config.correction = self.correction;
+        CorrectedAllreduce::new(config)
     }
 }
 
@@ -322,6 +408,27 @@ pub fn simulate(spec: &JobSpec, mut config: SimConfig) -> Result<SimReport, JobE
                         spec.steps,
                     ))
                 })
+                .collect();
+            run(config, ranks, inputs, spec)
+        }
+        Algorithm::CorrectedReduce => {
+            let ranks = (0..spec.n)
+                .map(|r| spec.corrected_reduce(Rank(r), op_id))
+                .collect();
+            run(config, ranks, inputs, spec)
+        }
+        Algorithm::CorrectedBcast => {
+            let ranks = (0..spec.n)
+                .map(|r| spec.corrected_bcast(Rank(r), op_id))
+                .collect();
+            let root_input = inputs[..spec.input_len].to_vec();
+            let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
+            sim.set_expected(root_input);
+            Ok(sim.run())
+        }
+        Algorithm::CorrectedAllreduce => {
+            let ranks = (0..spec.n)
+                .map(|r| spec.corrected_allreduce(Rank(r), op_id))
                 .collect();
             run(config, ranks, inputs, spec)
         }

@@ -113,6 +113,8 @@ pub struct Simulation<P: Protocol> {
     trace: TraceHash,
     report: SimReport,
     stop_requested: bool,
+    /// False once [`Simulation::set_expected`] replaced the aggregate.
+    expected_is_aggregate: bool,
 }
 
 impl<P: Protocol> Simulation<P> {
@@ -174,6 +176,7 @@ impl<P: Protocol> Simulation<P> {
             trace: TraceHash::default(),
             report,
             stop_requested: false,
+            expected_is_aggregate: true,
         })
     }
 
@@ -185,6 +188,18 @@ impl<P: Protocol> Simulation<P> {
     /// The exact aggregate over all inputs.
     pub fn exact(&self) -> &[f64] {
         &self.exact
+    }
+
+    /// The reduction operator of the run.
+    pub fn op(&self) -> ReduceOp {
+        self.op
+    }
+
+    /// Replaces the result every rank should reach (a broadcast's is the root's input, not an
+    /// aggregate).
+    pub fn set_expected(&mut self, expected: Vec<f64>) {
+        self.exact = expected;
+        self.expected_is_aggregate = false;
     }
 
     /// Whether rank `r` is alive.
@@ -552,15 +567,55 @@ impl<P: Protocol> Simulation<P> {
                 _ if !self.slots[r].alive => {}
                 Phase::Done => {
                     self.report.completed += 1;
-                    rank.estimate(&mut self.scratch);
-                    worst = worst.max(max_relative_error(&self.scratch, &self.exact));
-                    any = true;
+                    if rank.has_result() {
+                        rank.estimate(&mut self.scratch);
+                        worst = worst.max(max_relative_error(&self.scratch, &self.exact));
+                        any = true;
+                    }
                 }
                 Phase::Idle | Phase::Running => self.report.incomplete += 1,
             }
         }
         self.report.max_rel_error = if any { worst } else { f64::INFINITY };
+        self.report.admissible_error = self.admissible_error();
         self.report.trace_hash = self.trace.value();
-        let _ = self.op;
+    }
+
+    /// The error against the nearest admissible aggregate: survivors plus a subset of the crashed.
+    fn admissible_error(&mut self) -> Option<f64> {
+        let mut crashed: Vec<u32> = self.report.crashes.iter().map(|c| c.rank.0).collect();
+        crashed.sort_unstable();
+        crashed.dedup();
+        if !self.expected_is_aggregate
+            || crashed.is_empty()
+            || crashed.len() > super::MAX_ADMISSIBLE_CRASHES
+        {
+            return None;
+        }
+        let mut results = Vec::new();
+        for (r, rank) in self.ranks.iter().enumerate() {
+            if self.slots[r].alive && rank.phase() == Phase::Done && rank.has_result() {
+                let mut result = Vec::new();
+                rank.estimate(&mut result);
+                results.push(result);
+            }
+        }
+        if results.is_empty() {
+            return None;
+        }
+        let mut best = f64::INFINITY;
+        for subset in 0u32..1 << crashed.len() {
+            let included = |r: usize| match crashed.binary_search(&(r as u32)) {
+                Ok(i) => subset & (1 << i) != 0,
+                Err(_) => true,
+            };
+            let expected = exact_aggregate(self.op, &self.inputs, self.input_len, included);
+            let worst = results
+                .iter()
+                .map(|result| max_relative_error(result, &expected))
+                .fold(0.0, f64::max);
+            best = best.min(worst);
+        }
+        Some(best)
     }
 }

@@ -152,6 +152,11 @@ pub struct SimReport {
     pub rounds: u32,
     /// Max relative error over live ranks that completed (infinite if none did).
     pub max_rel_error: f64,
+    /// With crashes: the same error against the nearest aggregate a fault-tolerant collective may
+    /// return, the survivors' inputs plus those of any subset of the crashed ranks (001 4.1 and
+    /// 5.1: a failed rank's value is counted or not). `None` without crashes, or with more than
+    /// [`MAX_ADMISSIBLE_CRASHES`] of them.
+    pub admissible_error: Option<f64>,
     /// Live ranks that completed.
     pub completed: u32,
     /// Ranks that aborted.
@@ -169,6 +174,9 @@ pub struct SimReport {
     /// Wall-clock seconds of `run`.
     pub wall_s: f64,
 }
+
+/// Most crashes for which [`SimReport::admissible_error`] enumerates the subsets.
+pub const MAX_ADMISSIBLE_CRASHES: usize = 10;
 
 /// A run that cannot be set up.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -1,0 +1,506 @@
+//! Corrected-tree broadcast (Küttler et al., PPoPP 2019, as 001 uses it).
+//!
+//! The root sends the value down the tree of [`CorrectedLayout`]; every rank forwards it to its
+//! tree children on first receipt, however it arrived. Then every rank that has the value corrects
+//! along the ring of virtual ranks, whose neighbours sit in different subtrees, so a failed inner
+//! node's subtree is reached from its ring neighbours:
+//! - **opportunistic** correction sends to the `d` nearest ranks on each side, once;
+//! - **checked** correction sends to the nearest rank on each side and, while that rank is known
+//!   dead and nobody alive on that side has been heard from within the current distance, to the
+//!   next one. A rank also answers a correction from a rank it has not corrected itself, so a rank
+//!   whose neighbours died late still hears from the next live one.
+//!
+//! Semantics (what 001 Theorem 6 uses, checked by the simulator's checker):
+//! 1. every rank delivers at most once;
+//! 3. if the root is alive, every live rank delivers (checked correction: whatever fails; the
+//!    opportunistic variant only bridges gaps of fewer than `d` consecutive uninformed ranks);
+//! 5. a root that failed before the operation is detected consistently: no rank delivers, and
+//!    every live rank learns it from the failure detector and ends with
+//!    [`AbortReason::PeerFailed`] of the root.
+//!
+//! Failure-free messages: `n - 1` tree messages, plus `n * min(2d, n - 1)` opportunistic or
+//! `2n` checked corrections (none for n = 1).
+
+use crate::protocol::{
+    AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
+};
+use crate::rank::Rank;
+use crate::time::Time;
+use crate::values::{Values, ValuesRef};
+use crate::wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
+
+use super::layout::CorrectedLayout;
+use super::{push_as_f64, unexpected, CorrectedKind, RankSet, FLAG_LEFTWARD, FLAG_ROOT_GAVE_UP};
+
+/// The correction phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Correction {
+    /// Send to the `distance` nearest ring neighbours on each side, once.
+    Opportunistic {
+        /// Neighbours per side.
+        distance: u32,
+    },
+    /// Keep correcting on each side until a live rank there is heard from.
+    Checked,
+}
+
+impl Correction {
+    /// Correction messages of a failure-free broadcast over `n` ranks.
+    pub fn failure_free_messages(self, n: u32) -> u64 {
+        let n = u64::from(n);
+        if n < 2 {
+            return 0;
+        }
+        match self {
+            Correction::Opportunistic { distance } => n * (2 * u64::from(distance)).min(n - 1),
+            Correction::Checked => 2 * n,
+        }
+    }
+}
+
+/// Configuration of one broadcast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BcastConfig {
+    /// This rank.
+    pub rank: Rank,
+    /// Ranks in the operation.
+    pub size: u32,
+    /// Operation id.
+    pub op_id: OpId,
+    /// The root.
+    pub root: Rank,
+    /// Subtrees of the root (at least 2, so ring neighbours sit in different subtrees).
+    pub fanout: u32,
+    /// Arity of the heaps inside each subtree.
+    pub arity: u32,
+    /// The correction phase.
+    pub correction: Correction,
+    /// The protocol id frames carry.
+    pub algo: AlgoId,
+    /// The header's step: the allreduce attempt (0 stand-alone).
+    pub attempt: u32,
+}
+
+impl BcastConfig {
+    /// A stand-alone checked broadcast from `root` whose tree has `tolerate + 1` subtrees.
+    pub fn new(rank: Rank, size: u32, op_id: OpId, root: Rank, tolerate: u32) -> BcastConfig {
+        BcastConfig {
+            rank,
+            size,
+            op_id,
+            root,
+            fanout: tolerate + 1,
+            arity: 2,
+            correction: Correction::Checked,
+            algo: AlgoId::CorrectedBcast,
+            attempt: 0,
+        }
+    }
+
+    /// The layout these parameters define.
+    pub fn layout(&self) -> CorrectedLayout {
+        let fanout = self.fanout.max(2).min(self.size.saturating_sub(1)).max(1);
+        CorrectedLayout::new(self.size, self.root.0, fanout, self.arity)
+    }
+}
+
+/// One side of the ring, for checked correction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Side {
+    /// Current correction distance (0: not started).
+    distance: u32,
+    /// Whether the rank at `distance` has been sent to.
+    sent: bool,
+    /// Nearest distance on this side from which a live rank with the value was heard.
+    heard: Option<u32>,
+    done: bool,
+}
+
+/// What the broadcast carries.
+#[derive(Clone, Debug, PartialEq)]
+enum Payload {
+    Value(Values),
+    /// The root could not compute the result (an allreduce whose reduce saw too many failures).
+    RootGaveUp,
+}
+
+/// One rank of a corrected-tree broadcast.
+#[derive(Clone, Debug)]
+pub struct CorrectedBcast {
+    config: BcastConfig,
+    layout: CorrectedLayout,
+    started: bool,
+    payload: Option<Payload>,
+    spread: bool,
+    right: Side,
+    left: Side,
+    /// Ranks this rank has sent a rightward correction to.
+    corrected_right: RankSet,
+    /// Ranks this rank has sent a leftward correction to.
+    corrected_left: RankSet,
+    known_failed: RankSet,
+    root_failed: bool,
+    finished: Option<Phase>,
+    counters: Counters,
+}
+
+impl CorrectedBcast {
+    /// A new instance, idle until [`Input::Start`] (whose data only the root uses).
+    pub fn new(config: BcastConfig) -> CorrectedBcast {
+        CorrectedBcast {
+            layout: config.layout(),
+            config,
+            started: false,
+            payload: None,
+            spread: false,
+            right: Side::default(),
+            left: Side::default(),
+            corrected_right: RankSet::default(),
+            corrected_left: RankSet::default(),
+            known_failed: RankSet::default(),
+            root_failed: false,
+            finished: None,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> CorrectedLayout {
+        self.layout
+    }
+
+    /// The delivered value.
+    pub fn value(&self) -> Option<&Values> {
+        match &self.payload {
+            Some(Payload::Value(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Whether this rank has the payload (a value, or the root's give-up).
+    pub fn delivered(&self) -> bool {
+        self.payload.is_some()
+    }
+
+    /// True when the root is known failed and nothing was delivered: the broadcast will never
+    /// deliver here (under the paper's assumption that roots fail only before the operation).
+    pub fn root_failed(&self) -> bool {
+        self.root_failed && self.payload.is_none()
+    }
+
+    /// The root: broadcast that the result could not be computed.
+    pub fn start_given_up(&mut self, out: &mut Outbox) {
+        if self.started || self.config.rank != self.config.root {
+            return;
+        }
+        self.started = true;
+        self.payload = Some(Payload::RootGaveUp);
+        self.spread(out);
+    }
+
+    fn is_root(&self) -> bool {
+        self.config.rank == self.config.root
+    }
+
+    fn start(&mut self, data: ValuesRef<'_>, out: &mut Outbox) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        if self.is_root() {
+            self.payload = Some(Payload::Value(data.to_owned_values()));
+        }
+        if self.payload.is_some() {
+            self.spread(out);
+        } else if self.known_failed.contains(self.config.root.0) {
+            self.root_failed = true;
+            self.finish(Phase::Aborted, out);
+        }
+    }
+
+    fn payload_ref(&self) -> (u16, ValuesRef<'_>) {
+        match &self.payload {
+            Some(Payload::Value(v)) => (0, v.as_ref()),
+            Some(Payload::RootGaveUp) | None => (FLAG_ROOT_GAVE_UP, ValuesRef::Empty),
+        }
+    }
+
+    fn send(&mut self, to: u32, kind: CorrectedKind, flags: u16, out: &mut Outbox) {
+        let (payload_flags, payload) = self.payload_ref();
+        let header = FrameHeader::new(
+            self.config.algo,
+            kind as u8,
+            self.config.op_id,
+            self.config.rank,
+            self.config.attempt,
+        )
+        .with_flags(flags | payload_flags);
+        out.send(Rank(to), header, payload);
+        self.counters.messages_sent += 1;
+    }
+
+    /// First receipt (or the root's start): deliver, forward down the tree, begin correcting.
+    fn spread(&mut self, out: &mut Outbox) {
+        if self.spread || !self.started || self.payload.is_none() {
+            return;
+        }
+        self.spread = true;
+        out.emit(Event::RoundDone { round: 0 });
+        let me = self.config.rank.0;
+        let children: Vec<u32> = self.layout.children(me).collect();
+        for child in children {
+            if !self.known_failed.contains(child) {
+                self.send(child, CorrectedKind::BcastTree, 0, out);
+            }
+        }
+        let n = self.layout.size();
+        match self.config.correction {
+            Correction::Opportunistic { distance } => {
+                let right = distance.min(n - 1);
+                let left = distance.min(n - 1 - right);
+                for d in 1..=right {
+                    let to = self.layout.ring_right(me, d);
+                    self.correct(to, false, out);
+                }
+                for d in 1..=left {
+                    let to = self.layout.ring_left(me, d);
+                    self.correct(to, true, out);
+                }
+                self.finish_delivered(out);
+            }
+            Correction::Checked => {
+                self.right.distance = 1;
+                self.left.distance = 1;
+                self.advance_checked(out);
+            }
+        }
+    }
+
+    /// Sends a correction to `to` in one direction, once.
+    fn correct(&mut self, to: u32, leftward: bool, out: &mut Outbox) {
+        let done = if leftward {
+            &mut self.corrected_left
+        } else {
+            &mut self.corrected_right
+        };
+        if self.known_failed.contains(to) || !done.insert(to) {
+            return;
+        }
+        let flags = if leftward { FLAG_LEFTWARD } else { 0 };
+        self.send(to, CorrectedKind::BcastCorrection, flags, out);
+    }
+
+    /// Moves both sides of checked correction as far as the known failures allow.
+    fn advance_checked(&mut self, out: &mut Outbox) {
+        if !self.spread || self.config.correction != Correction::Checked {
+            return;
+        }
+        let n = self.layout.size();
+        for leftward in [false, true] {
+            // Each turn either returns or raises the distance, which stops at n - 1.
+            loop {
+                let side = if leftward { self.left } else { self.right };
+                if side.done || n < 2 {
+                    break;
+                }
+                let me = self.config.rank.0;
+                let target = if leftward {
+                    self.layout.ring_left(me, side.distance)
+                } else {
+                    self.layout.ring_right(me, side.distance)
+                };
+                let target_dead = self.known_failed.contains(target);
+                if !target_dead && !side.sent {
+                    self.correct(target, leftward, out);
+                }
+                let side = if leftward {
+                    &mut self.left
+                } else {
+                    &mut self.right
+                };
+                side.sent |= !target_dead;
+                if side.heard.is_some_and(|h| h <= side.distance)
+                    || (target_dead && side.distance >= n - 1)
+                {
+                    side.done = true;
+                } else if target_dead {
+                    side.distance += 1;
+                    side.sent = false;
+                    continue;
+                }
+                break;
+            }
+        }
+        if self.left.done && self.right.done || n < 2 {
+            self.finish_delivered(out);
+        }
+    }
+
+    fn finish_delivered(&mut self, out: &mut Outbox) {
+        match self.payload {
+            Some(Payload::Value(_)) => self.finish(Phase::Done, out),
+            Some(Payload::RootGaveUp) => self.finish(Phase::Aborted, out),
+            None => {}
+        }
+    }
+
+    fn finish(&mut self, phase: Phase, out: &mut Outbox) {
+        if self.finished.is_some() {
+            return;
+        }
+        self.finished = Some(phase);
+        match phase {
+            Phase::Done => out.emit(Event::Completed),
+            _ if self.root_failed() => {
+                out.emit(Event::Aborted(AbortReason::PeerFailed(self.config.root)))
+            }
+            _ => out.emit(Event::Aborted(AbortReason::TooManyFailures)),
+        }
+    }
+
+    fn on_message(&mut self, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+        let (kind, values) = match self.accept(from, &frame) {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                self.counters.frames_rejected += 1;
+                out.emit(Event::Rejected { from, error });
+                return;
+            }
+        };
+        self.counters.messages_received += 1;
+        if self.payload.is_none() {
+            self.payload = Some(if frame.header.flags & FLAG_ROOT_GAVE_UP != 0 {
+                Payload::RootGaveUp
+            } else {
+                Payload::Value(values.to_owned_values())
+            });
+        }
+        if kind == CorrectedKind::BcastCorrection {
+            let me = self.layout.virt(self.config.rank.0);
+            let them = self.layout.virt(from.0);
+            let n = self.layout.size();
+            // A leftward correction comes from a rank on our right.
+            let leftward = frame.header.flags & FLAG_LEFTWARD != 0;
+            let (side, distance) = if leftward {
+                (&mut self.right, (them + n - me) % n)
+            } else {
+                (&mut self.left, (me + n - them) % n)
+            };
+            side.heard = Some(side.heard.map_or(distance, |h| h.min(distance)));
+            if self.spread && self.config.correction == Correction::Checked {
+                // The sender reached us across dead ranks; it waits to hear from us.
+                self.correct(from.0, !leftward, out);
+            }
+        }
+        self.spread(out);
+        self.advance_checked(out);
+    }
+
+    fn accept<'f>(
+        &self,
+        from: Rank,
+        frame: &Frame<'f>,
+    ) -> Result<(CorrectedKind, ValuesRef<'f>), FrameError> {
+        frame.check(self.config.algo, self.config.op_id)?;
+        let header = frame.header;
+        let kind = CorrectedKind::from_u8(header.kind).ok_or(FrameError::UnknownKind {
+            algo: self.config.algo,
+            kind: header.kind,
+        })?;
+        if header.source != from.0 {
+            return Err(unexpected(
+                from.0,
+                "header source differs from the sending rank",
+            ));
+        }
+        if header.step != self.config.attempt {
+            return Err(unexpected(from.0, "frame of another attempt"));
+        }
+        match kind {
+            CorrectedKind::BcastTree => {
+                if self.layout.parent(self.config.rank.0) != Some(from.0) {
+                    return Err(unexpected(
+                        from.0,
+                        "tree message from a rank that is not the parent",
+                    ));
+                }
+            }
+            CorrectedKind::BcastCorrection => {
+                if from.0 == self.config.rank.0 || from.0 >= self.layout.size() {
+                    return Err(unexpected(from.0, "correction from outside the ring"));
+                }
+            }
+            _ => return Err(unexpected(from.0, "not a broadcast message")),
+        }
+        let values = frame.values()?;
+        if let Some(Payload::Value(mine)) = &self.payload {
+            if header.flags & FLAG_ROOT_GAVE_UP == 0
+                && (values.dtype() != mine.dtype() || values.len() != mine.len())
+            {
+                return Err(unexpected(
+                    from.0,
+                    "payload differs in shape from the delivered value",
+                ));
+            }
+        }
+        Ok((kind, values))
+    }
+}
+
+impl Protocol for CorrectedBcast {
+    fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
+        match input {
+            Input::Start { data } => self.start(data, out),
+            Input::Message { from, frame } => self.on_message(from, frame, out),
+            Input::Timer { .. } => {}
+            Input::PeerFailed { peer } => {
+                self.counters.failures_noticed += 1;
+                if self.known_failed.insert(peer.0) {
+                    if peer == self.config.root && self.payload.is_none() {
+                        self.root_failed = true;
+                        if self.started {
+                            self.finish(Phase::Aborted, out);
+                        }
+                    }
+                    self.advance_checked(out);
+                }
+            }
+            Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
+            Input::Stop => {
+                if self.finished.is_none() {
+                    self.finished = Some(Phase::Aborted);
+                    out.emit(Event::Aborted(AbortReason::Stopped));
+                }
+            }
+        }
+    }
+
+    fn estimate(&self, dst: &mut Vec<f64>) {
+        dst.clear();
+        if let Some(value) = self.value() {
+            push_as_f64(value, dst);
+        }
+    }
+
+    fn phase(&self) -> Phase {
+        match self.finished {
+            Some(phase) => phase,
+            None if self.started => Phase::Running,
+            None => Phase::Idle,
+        }
+    }
+
+    fn status(&self) -> RankStatus {
+        RankStatus {
+            phase: self.phase(),
+            iteration: u32::from(self.spread),
+            counters: self.counters,
+            detail: Detail::CorrectedTree {
+                attempt: self.config.attempt,
+                root: self.config.root.0,
+                known_failed: self.known_failed.len() as u32,
+                waiting_for: u32::from(!self.left.done) + u32::from(!self.right.done),
+            },
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Corrected-tree collectives (paper 001 and the corrected-tree broadcast it relies on):
+//! [`CorrectedReduce`], [`CorrectedBcast`] and [`CorrectedAllreduce`].
+//!
+//! The model is the paper's: fail-stop ranks on a reliable network. A rank learns of a failure
+//! only through [`crate::Input::PeerFailed`] (the runtime's detectors fence, so a notice is never
+//! wrong), and waits for a peer's message until either the message or the notice arrives. A
+//! message that arrives from a peer this rank has already given up on is refused, so a value is
+//! either counted or not, never half.
+//!
+//! Message kinds share one numbering, so that allreduce can carry its reduce and broadcast
+//! phases under one protocol id; the header's `step` is the allreduce attempt (0 for the
+//! stand-alone operations).
+
+mod allreduce;
+mod bcast;
+pub mod layout;
+mod reduce;
+
+pub use allreduce::{AllreduceConfig, CorrectedAllreduce};
+pub use bcast::{BcastConfig, CorrectedBcast, Correction};
+pub use layout::CorrectedLayout;
+pub use reduce::{CorrectedReduce, ReduceConfig};
+
+use crate::values::Values;
+use crate::wire::FrameError;
+
+/// Appends `values` as f64 to `dst` (a rank-id set counts its members).
+pub(crate) fn push_as_f64(values: &Values, dst: &mut Vec<f64>) {
+    match values {
+        Values::F64(v) => dst.extend_from_slice(v),
+        Values::F32(v) => dst.extend(v.iter().map(|&x| f64::from(x))),
+        Values::U64(v) => dst.extend(v.iter().map(|&x| x as f64)),
+        Values::RankIds(v) => dst.push(v.len() as f64),
+    }
+}
+
+/// Message kinds of the corrected-tree family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CorrectedKind {
+    /// Reduce: a rank's input, sent to the other members of its up-correction group.
+    UpCorrection = 1,
+    /// Reduce: a subtree's partial result and failure information, sent to the parent.
+    ReduceTree = 2,
+    /// Broadcast: the value, sent down the tree.
+    BcastTree = 3,
+    /// Broadcast: the value, sent along the correction ring.
+    BcastCorrection = 4,
+}
+
+impl CorrectedKind {
+    /// Decodes the header's kind byte.
+    pub fn from_u8(kind: u8) -> Option<CorrectedKind> {
+        match kind {
+            1 => Some(CorrectedKind::UpCorrection),
+            2 => Some(CorrectedKind::ReduceTree),
+            3 => Some(CorrectedKind::BcastTree),
+            4 => Some(CorrectedKind::BcastCorrection),
+            _ => None,
+        }
+    }
+}
+
+/// How a reduce reports failures up the tree (001 Sec. 4.4). The root's choice of subtree is the
+/// same under all three; they differ in what the root learns and in message size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailureInfo {
+    /// The list of ranks a subtree could not receive from, in the frame's rank trailer; the root
+    /// learns every failure seen on the chosen path.
+    List,
+    /// The length of that list (the header's `aux`) and a subtree-failure bit.
+    #[default]
+    CountAndBit,
+    /// Only the subtree-failure bit.
+    Bit,
+}
+
+impl FailureInfo {
+    /// The `--failure-info` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureInfo::List => "list",
+            FailureInfo::CountAndBit => "count",
+            FailureInfo::Bit => "bit",
+        }
+    }
+
+    /// Parses a `--failure-info` name.
+    pub fn parse(name: &str) -> Option<FailureInfo> {
+        [
+            FailureInfo::List,
+            FailureInfo::CountAndBit,
+            FailureInfo::Bit,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
+    }
+}
+
+/// Header flag: a failure happened in the sender's subtree during the tree phase.
+pub const FLAG_SUBTREE_FAILED: u16 = 1;
+/// Header flag of a correction message: the sender is correcting towards lower ring positions.
+pub const FLAG_LEFTWARD: u16 = 2;
+/// Header flag of a broadcast: the root could not compute the result (more than f failures);
+/// receivers abort instead of delivering.
+pub const FLAG_ROOT_GAVE_UP: u16 = 4;
+
+fn unexpected(from: u32, what: &'static str) -> FrameError {
+    FrameError::Unexpected { from, what }
+}
+
+/// A sorted set of ranks (known failures, correction targets): bounded by the group size, and in
+/// practice by the number of failures.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RankSet {
+    ranks: Vec<u32>,
+}
+
+impl RankSet {
+    /// Adds `rank`; false if it was known.
+    pub fn insert(&mut self, rank: u32) -> bool {
+        match self.ranks.binary_search(&rank) {
+            Ok(_) => false,
+            Err(at) => {
+                self.ranks.insert(at, rank);
+                true
+            }
+        }
+    }
+
+    /// Whether `rank` is known failed.
+    pub fn contains(&self, rank: u32) -> bool {
+        self.ranks.binary_search(&rank).is_ok()
+    }
+
+    /// The ranks, increasing.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.ranks
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.ranks.is_empty()
+    }
+}
