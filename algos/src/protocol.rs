@@ -214,6 +214,16 @@ impl Outbox {
         self.events.push(event);
     }
 
+    /// Keeps, among the events reported from index `start` on, only those `keep` accepts: a
+    /// composite protocol drops its parts' completion reports and makes its own.
+    pub fn retain_events_from(&mut self, start: usize, mut keep: impl FnMut(&Event) -> bool) {
+        let mut index = 0;
+        self.events.retain(|event| {
+            index += 1;
+            index <= start || keep(event)
+        });
+    }
+
     /// Number of queued sends.
     pub fn send_count(&self) -> usize {
         self.sends.len()

@@ -5,6 +5,7 @@
 //! - [`faults`]: the fault vocabulary shared by the simulator, `--fault` and the console.
 //! - [`job`]: the algorithm table and the entry point that runs a job in the simulator.
 
+pub mod check;
 pub mod comm;
 pub mod control;
 pub mod env;

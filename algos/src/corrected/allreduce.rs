@@ -22,6 +22,19 @@ use super::bcast::{BcastConfig, CorrectedBcast, Correction};
 use super::reduce::{CorrectedReduce, ReduceConfig};
 use super::{push_as_f64, unexpected, CorrectedKind, FailureInfo, RankSet};
 
+/// Drives a part (the reduce or the broadcast) of the allreduce: its sends and timers go out,
+/// its completion reports stay inside, as the allreduce reports its own.
+fn drive<P: Protocol>(part: &mut P, now: Time, input: Input<'_>, out: &mut Outbox) {
+    let mark = out.events().len();
+    part.handle(now, input, out);
+    out.retain_events_from(mark, |event| {
+        !matches!(
+            event,
+            Event::Completed | Event::Aborted(_) | Event::RoundDone { .. }
+        )
+    });
+}
+
 /// Bound on frames of later attempts held at one rank.
 const MAX_HELD_FRAMES: usize = 4096;
 
@@ -177,13 +190,14 @@ impl CorrectedAllreduce {
         let mut scratch = Outbox::new();
         for &peer in self.known_failed.as_slice() {
             let notice = Input::PeerFailed { peer: Rank(peer) };
-            self.reduce.handle(now, notice, &mut scratch);
-            self.bcast.handle(now, notice, &mut scratch);
+            drive(&mut self.reduce, now, notice, &mut scratch);
+            drive(&mut self.bcast, now, notice, &mut scratch);
         }
         let Some(input) = self.input.take() else {
             return;
         };
-        self.reduce.handle(
+        drive(
+            &mut self.reduce,
             now,
             Input::Start {
                 data: input.as_ref(),
@@ -192,7 +206,8 @@ impl CorrectedAllreduce {
         );
         self.input = Some(input);
         if self.config.rank != self.root() {
-            self.bcast.handle(
+            drive(
+                &mut self.bcast,
                 now,
                 Input::Start {
                     data: ValuesRef::Empty,
@@ -220,9 +235,9 @@ impl CorrectedAllreduce {
         let input = Input::Message { from, frame };
         match CorrectedKind::from_u8(frame.header.kind) {
             Some(CorrectedKind::UpCorrection | CorrectedKind::ReduceTree) => {
-                self.reduce.handle(now, input, out)
+                drive(&mut self.reduce, now, input, out)
             }
-            _ => self.bcast.handle(now, input, out),
+            _ => drive(&mut self.bcast, now, input, out),
         }
     }
 
@@ -239,7 +254,8 @@ impl CorrectedAllreduce {
                         .result()
                         .cloned()
                         .unwrap_or(Values::F64(Vec::new()));
-                    self.bcast.handle(
+                    drive(
+                        &mut self.bcast,
                         now,
                         Input::Start {
                             data: result.as_ref(),
@@ -249,7 +265,9 @@ impl CorrectedAllreduce {
                     self.bcast_started = true;
                 }
                 Phase::Aborted => {
+                    let mark = out.events().len();
                     self.bcast.start_given_up(out);
+                    out.retain_events_from(mark, |e| !matches!(e, Event::Aborted(_)));
                     self.bcast_started = true;
                 }
                 Phase::Idle | Phase::Running => {}
@@ -338,8 +356,8 @@ impl Protocol for CorrectedAllreduce {
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
                 if self.known_failed.insert(peer.0) {
-                    self.reduce.handle(now, input, out);
-                    self.bcast.handle(now, input, out);
+                    drive(&mut self.reduce, now, input, out);
+                    drive(&mut self.bcast, now, input, out);
                     self.step(now, out);
                 }
             }
