@@ -373,6 +373,40 @@ pub trait Protocol {
 
     /// A snapshot for monitors.
     fn status(&self) -> RankStatus;
+
+    /// Whether the instance owes peers nothing more. A protocol may be done (its result final)
+    /// and still unsettled: a corrected broadcast keeps correcting towards a neighbour that died
+    /// late. Drivers keep feeding an unsettled instance messages and failure notices after it
+    /// returns its result.
+    fn settled(&self) -> bool {
+        true
+    }
+}
+
+impl<P: Protocol + ?Sized> Protocol for Box<P> {
+    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+        (**self).handle(now, input, out);
+    }
+
+    fn estimate(&self, dst: &mut Vec<f64>) {
+        (**self).estimate(dst);
+    }
+
+    fn phase(&self) -> Phase {
+        (**self).phase()
+    }
+
+    fn has_result(&self) -> bool {
+        (**self).has_result()
+    }
+
+    fn status(&self) -> RankStatus {
+        (**self).status()
+    }
+
+    fn settled(&self) -> bool {
+        (**self).settled()
+    }
 }
 
 /// A small deadline table, for protocols with timers: arming replaces, and an expiry counts only

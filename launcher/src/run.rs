@@ -237,9 +237,11 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let algo = Algorithm::parse(&args.algo)?;
-    if algo != Algorithm::Rdb {
-        bail!("real runs support --algo rdb in this build (others run with --sim, or arrive with their work items)");
+    if algo != Algorithm::Rdb && !algo.is_corrected() {
+        bail!("real runs support --algo rdb, corrected-reduce, corrected-bcast and corrected-allreduce in this build (the others run with --sim)");
     }
+    // The same validation as a simulated job: a bad --tolerate fails before anything starts.
+    job_from_args(args)?;
     let (op, input) = data_from_args(args)?;
     let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
     let spec = LiveSpec {
@@ -259,6 +261,12 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
             args.seed.to_string(),
             "--ops".into(),
             args.ops.to_string(),
+            "--tolerate".into(),
+            args.tolerate.to_string(),
+            "--failure-info".into(),
+            args.failure_info.clone(),
+            "--correction".into(),
+            args.correction.clone(),
         ],
         builtin: true,
         transport,
@@ -272,7 +280,18 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         len: args.len,
         seed: args.seed,
         ops: args.ops,
-        rounds: ftcoll_algos::rdb::RdbShape::new(args.n).rounds(),
+        rounds: if algo == Algorithm::Rdb {
+            ftcoll_algos::rdb::RdbShape::new(args.n).rounds()
+        } else {
+            1
+        },
+        expected: match algo {
+            Algorithm::CorrectedBcast => crate::live::Expected::RootInput,
+            Algorithm::CorrectedReduce | Algorithm::CorrectedAllreduce => {
+                crate::live::Expected::SurvivorsAggregate
+            }
+            _ => crate::live::Expected::Aggregate,
+        },
     };
     let report = outcome.builtin_report(&job);
     outcome.print_builtin(&report);

@@ -15,6 +15,10 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use ftcoll_algos::corrected::{
+    AllreduceConfig, BcastConfig, CorrectedAllreduce, CorrectedBcast, CorrectedReduce, Correction,
+    FailureInfo, ReduceConfig,
+};
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp, ValuesRef};
 
@@ -32,6 +36,8 @@ use crate::transport::{Transport, TransportError, TransportKind};
 
 /// Time limit of one collective, unless `FTCOLL_OP_TIMEOUT_MS` says otherwise.
 const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest a leaving rank keeps serving finished operations that owe peers answers.
+const LINGER_AT_EXIT: Duration = Duration::from_secs(5);
 /// How long a peer address lookup may take.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -56,6 +62,22 @@ pub enum CommError {
         /// Ranks known failed.
         failed: Vec<u32>,
     },
+    /// A fault tolerance the job is too small for.
+    #[error("tolerating {tolerate} failures needs at least {} ranks, the job has {size}; lower the tolerance", tolerate + 2)]
+    Tolerance {
+        /// f.
+        tolerate: u32,
+        /// Ranks in the job.
+        size: u32,
+    },
+    /// The result does not fit the caller's buffer.
+    #[error("the collective produced {got} values for a buffer of {expected}; pass the same length on every rank")]
+    Shape {
+        /// The caller's length.
+        expected: usize,
+        /// The result's length.
+        got: usize,
+    },
     /// The collective exceeded its time limit.
     #[error("the collective did not complete within {0:?}")]
     TimedOut(Duration),
@@ -72,10 +94,33 @@ impl From<ExecError> for CommError {
     }
 }
 
+/// Options of the corrected-tree collectives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CorrectedOptions {
+    /// Failures tolerated, f (the job needs at least f + 2 ranks).
+    pub tolerate: u32,
+    /// How the reduce reports failures up its tree.
+    pub info: FailureInfo,
+    /// The broadcast's correction phase.
+    pub correction: Correction,
+}
+
+impl Default for CorrectedOptions {
+    fn default() -> Self {
+        CorrectedOptions {
+            tolerate: 1,
+            info: FailureInfo::default(),
+            correction: Correction::Checked,
+        }
+    }
+}
+
 /// What a successful collective reports besides its result.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
-    /// Ranks whose contributions are missing because they failed.
+    /// Ranks known failed when the collective returned. Recursive doubling fails instead of
+    /// returning with any; the corrected collectives exclude those that failed before the call
+    /// and count those that failed during it either at every rank or at none.
     pub excluded: Vec<Rank>,
     /// Frames this rank sent.
     pub messages: u64,
@@ -190,29 +235,121 @@ impl Communicator {
     /// [`CommError::PeerFailed`] when a rank fails during it: recursive doubling is not fault
     /// tolerant; the fault-tolerant algorithms return the ranks they excluded instead.
     pub fn allreduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<Outcome, CommError> {
-        let op_index = self.ops;
-        self.ops += 1;
-        let op_id = op_index + 1;
-        let mut protocol = RecursiveDoubling::new(RdbConfig::exact(
-            Rank(self.env.rank),
+        let op_id = OpId(self.ops + 1);
+        let protocol =
+            RecursiveDoubling::new(RdbConfig::exact(self.me(), self.env.size, op, op_id));
+        self.run_collective(protocol, data)
+    }
+
+    /// Fault-tolerant allreduce by correction (001 Sec. 5): survives up to `options.tolerate`
+    /// failed ranks, of which root candidates (ranks `0..=f`) may fail only before the call.
+    /// Every surviving rank gets the same result: the survivors' values, plus the values of
+    /// ranks that failed during the call either at every rank or at none.
+    pub fn corrected_allreduce(
+        &mut self,
+        data: &mut [f64],
+        op: ReduceOp,
+        options: CorrectedOptions,
+    ) -> Result<Outcome, CommError> {
+        let mut config = AllreduceConfig::new(
+            self.me(),
             self.env.size,
             op,
-            OpId(op_id),
-        ));
+            OpId(self.ops + 1),
+            options.tolerate,
+        );
+        config.info = options.info;
+        config.correction = options.correction;
+        self.check_tolerance(options.tolerate)?;
+        self.run_collective(CorrectedAllreduce::new(config), data)
+    }
+
+    /// Fault-tolerant reduce to `root` by up-correction (001 Sec. 4). At the root `data` becomes
+    /// the result; elsewhere it is left unchanged. If the root fails, the call is a no-op.
+    pub fn corrected_reduce(
+        &mut self,
+        data: &mut [f64],
+        op: ReduceOp,
+        root: u32,
+        options: CorrectedOptions,
+    ) -> Result<Outcome, CommError> {
+        let mut config = ReduceConfig::new(
+            self.me(),
+            self.env.size,
+            op,
+            OpId(self.ops + 1),
+            options.tolerate,
+            Rank(root),
+        );
+        config.info = options.info;
+        self.check_tolerance(options.tolerate)?;
+        self.run_collective(CorrectedReduce::new(config), data)
+    }
+
+    /// Corrected-tree broadcast of the root's `data` to every rank.
+    pub fn corrected_bcast(
+        &mut self,
+        data: &mut [f64],
+        root: u32,
+        options: CorrectedOptions,
+    ) -> Result<Outcome, CommError> {
+        let mut config = BcastConfig::new(
+            self.me(),
+            self.env.size,
+            OpId(self.ops + 1),
+            Rank(root),
+            options.tolerate,
+        );
+        config.correction = options.correction;
+        self.run_collective(CorrectedBcast::new(config), data)
+    }
+
+    fn me(&self) -> Rank {
+        Rank(self.env.rank)
+    }
+
+    fn check_tolerance(&self, tolerate: u32) -> Result<(), CommError> {
+        if self.env.size < tolerate.saturating_add(2) {
+            return Err(CommError::Tolerance {
+                tolerate,
+                size: self.env.size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs one collective to its end and writes its result into `data` where this rank has one.
+    fn run_collective<P: Protocol + Send + 'static>(
+        &mut self,
+        mut protocol: P,
+        data: &mut [f64],
+    ) -> Result<Outcome, CommError> {
+        let op_index = self.ops;
+        self.ops += 1;
         let (end, stats) = self.endpoint.run(
             &mut protocol,
             op_index,
-            op_id,
+            op_index + 1,
             ValuesRef::F64(data),
             self.op_timeout,
         )?;
         match end {
             OpEnd::Completed => {
-                let mut result = Vec::with_capacity(data.len());
-                protocol.estimate(&mut result);
-                data.copy_from_slice(&result);
+                if protocol.has_result() {
+                    let mut result = Vec::with_capacity(data.len());
+                    protocol.estimate(&mut result);
+                    if result.len() != data.len() {
+                        return Err(CommError::Shape {
+                            expected: data.len(),
+                            got: result.len(),
+                        });
+                    }
+                    data.copy_from_slice(&result);
+                }
+                // What it still owes peers (late corrections) is served during later calls.
+                self.endpoint.linger(op_index + 1, Box::new(protocol));
                 Ok(Outcome {
-                    excluded: Vec::new(),
+                    excluded: self.failed_ranks().into_iter().map(Rank).collect(),
                     messages: stats.sent,
                 })
             }
@@ -237,6 +374,9 @@ impl Communicator {
     /// Leaves the job: reports this rank's memory footprint and flushes sends.
     pub fn finish(mut self) -> Result<(), CommError> {
         let deadline = Instant::now() + Duration::from_secs(10);
+        // Neighbours may still be correcting towards this rank; answer them before leaving.
+        let serve_until = Instant::now() + self.op_timeout.min(LINGER_AT_EXIT);
+        self.endpoint.serve_lingering(self.ops + 1, serve_until)?;
         while self.endpoint.transport.progress()? > 0 && Instant::now() < deadline {
             self.endpoint
                 .transport

@@ -23,6 +23,16 @@ const MAX_EARLY_FRAMES: usize = 1 << 16;
 const DEADLINE_CHECK_TURNS: u32 = 16;
 /// Frames handled per receive poll, so timers and notices are not starved.
 const RECV_BATCH: usize = 256;
+/// Bound on finished operations still served because they owe peers answers.
+const MAX_LINGERING: usize = 8;
+
+/// A finished operation's protocol that is not settled yet (see `Protocol::settled`): it keeps
+/// receiving its frames and the failure notices while later operations run, and until the rank
+/// leaves the job.
+struct Lingering {
+    op_id: u64,
+    protocol: Box<dyn Protocol + Send>,
+}
 
 /// How an operation ended at this rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +72,7 @@ pub struct Endpoint<T: Transport> {
     timers: BTreeMap<(Time, TimerId), ()>,
     early: BTreeMap<u64, Vec<(Rank, Vec<u64>, usize)>>,
     early_count: usize,
+    lingering: Vec<Lingering>,
     scratch: Vec<u8>,
 }
 
@@ -93,6 +104,7 @@ impl<T: Transport> Endpoint<T> {
             timers: BTreeMap::new(),
             early: BTreeMap::new(),
             early_count: 0,
+            lingering: Vec::new(),
             scratch: Vec::new(),
         }
     }
@@ -164,7 +176,9 @@ impl<T: Transport> Endpoint<T> {
         let begun = Instant::now();
         let deadline = begun + limit;
         let mut turns: u32 = 0;
-        self.absorb_failures();
+        for rank in self.absorb_failures() {
+            self.notify_lingering(rank, &mut stats)?;
+        }
         let start = Time(begun.saturating_duration_since(self.epoch).as_nanos() as u64);
         protocol.handle(start, Input::Start { data: input }, &mut self.outbox);
         self.after_handle(&mut stats)?;
@@ -216,6 +230,7 @@ impl<T: Transport> Endpoint<T> {
                         &mut self.outbox,
                     );
                     self.after_handle(&mut stats)?;
+                    self.notify_lingering(rank, &mut stats)?;
                     progressed = true;
                 }
             }
@@ -271,6 +286,7 @@ impl<T: Transport> Endpoint<T> {
             early_count,
             epoch,
             faults,
+            lingering,
             ..
         } = self;
         let mut handled = 0;
@@ -301,7 +317,20 @@ impl<T: Transport> Endpoint<T> {
                         .push((from, words, bytes.len()));
                     *early_count += 1;
                 }
-                Ok(_) => tracing::debug!(from = from.0, "dropped a frame of a finished operation"),
+                Ok(frame) if frame.header.op_id < op_id => {
+                    match lingering.iter_mut().find(|l| l.op_id == frame.header.op_id) {
+                        Some(l) => l
+                            .protocol
+                            .handle(now, Input::Message { from, frame }, outbox),
+                        None => {
+                            tracing::debug!(
+                                from = from.0,
+                                "dropped a frame of a finished operation"
+                            )
+                        }
+                    }
+                }
+                Ok(_) => tracing::debug!(from = from.0, "no room for a frame of a later operation"),
                 Err(error) => {
                     stats.rejected += 1;
                     log_rejected(from, error);
@@ -309,7 +338,56 @@ impl<T: Transport> Endpoint<T> {
             }
         })?;
         self.after_handle(stats)?;
+        if !self.lingering.is_empty() {
+            self.lingering.retain(|l| !l.protocol.settled());
+        }
         Ok(handled)
+    }
+
+    /// Keeps serving `protocol`, whose operation `op_id` returned, while it owes peers answers.
+    pub fn linger(&mut self, op_id: u64, protocol: Box<dyn Protocol + Send>) {
+        if protocol.settled() {
+            return;
+        }
+        if self.lingering.len() >= MAX_LINGERING {
+            let oldest = self.lingering.remove(0);
+            tracing::debug!(op = oldest.op_id, "stopped serving an unsettled operation");
+        }
+        self.lingering.push(Lingering { op_id, protocol });
+    }
+
+    /// Hands a failure notice to the finished operations still served.
+    fn notify_lingering(&mut self, rank: u32, stats: &mut OpStats) -> Result<(), ExecError> {
+        for i in 0..self.lingering.len() {
+            let now = self.now();
+            let protocol = &mut self.lingering[i].protocol;
+            protocol.handle(
+                now,
+                Input::PeerFailed { peer: Rank(rank) },
+                &mut self.outbox,
+            );
+            self.after_handle(stats)?;
+        }
+        self.lingering.retain(|l| !l.protocol.settled());
+        Ok(())
+    }
+
+    /// Serves unsettled finished operations until they settle or `deadline` passes; a rank
+    /// calls it before leaving the job, so that neighbours still correcting towards it hear back.
+    pub fn serve_lingering(&mut self, next_op_id: u64, deadline: Instant) -> Result<(), ExecError> {
+        let mut stats = OpStats::default();
+        // Each turn waits at most a millisecond; the deadline bounds the loop.
+        while !self.lingering.is_empty() && Instant::now() < deadline {
+            for rank in self.absorb_failures() {
+                self.notify_lingering(rank, &mut stats)?;
+            }
+            let handled = self.receive(&mut BetweenOperations, next_op_id, &mut stats)?;
+            self.transport.progress()?;
+            if handled == 0 {
+                self.transport.wait(Some(Duration::from_millis(1)))?;
+            }
+        }
+        Ok(())
     }
 
     fn deliver<P: Protocol>(
@@ -377,6 +455,26 @@ impl<T: Transport> Endpoint<T> {
             self.transport.wait(Some(Duration::from_millis(1)))?;
         }
         Ok(())
+    }
+}
+
+/// Stands for "no operation running" while finished operations are served: frames of the next
+/// operation are never handed to it (they are held as early frames, as usual).
+struct BetweenOperations;
+
+impl Protocol for BetweenOperations {
+    fn handle(&mut self, _now: Time, _input: Input<'_>, _out: &mut Outbox) {}
+
+    fn estimate(&self, dst: &mut Vec<f64>) {
+        dst.clear();
+    }
+
+    fn phase(&self) -> Phase {
+        Phase::Idle
+    }
+
+    fn status(&self) -> ftcoll_algos::RankStatus {
+        ftcoll_algos::RankStatus::default()
     }
 }
 

@@ -387,6 +387,10 @@ impl Protocol for CorrectedAllreduce {
         }
     }
 
+    fn settled(&self) -> bool {
+        self.bcast.settled()
+    }
+
     fn status(&self) -> RankStatus {
         let reduce = self.reduce.status().counters;
         let bcast = self.bcast.status().counters;

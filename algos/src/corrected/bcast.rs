@@ -10,6 +10,10 @@
 //!   next one. A rank also answers a correction from a rank it has not corrected itself, so a rank
 //!   whose neighbours died late still hears from the next live one.
 //!
+//! A rank delivers as soon as it has the value and has sent its first corrections; the rest of
+//! checked correction (reaching past ranks that die later) is owed to neighbours and carried out
+//! while the instance is unsettled ([`Protocol::settled`]), also after the operation returned.
+//!
 //! Semantics (what 001 Theorem 6 uses, checked by the simulator's checker):
 //! 1. every rank delivers at most once;
 //! 3. if the root is alive, every live rank delivers (checked correction: whatever fails; the
@@ -266,7 +270,6 @@ impl CorrectedBcast {
                     let to = self.layout.ring_left(me, d);
                     self.correct(to, true, out);
                 }
-                self.finish_delivered(out);
             }
             Correction::Checked => {
                 self.right.distance = 1;
@@ -274,6 +277,9 @@ impl CorrectedBcast {
                 self.advance_checked(out);
             }
         }
+        // Delivery does not wait for the correction to settle: what is left is owed to
+        // neighbours, and drivers keep serving an unsettled instance (see `settled`).
+        self.finish_delivered(out);
     }
 
     /// Sends a correction to `to` in one direction, once.
@@ -330,9 +336,6 @@ impl CorrectedBcast {
                 }
                 break;
             }
-        }
-        if self.left.done && self.right.done || n < 2 {
-            self.finish_delivered(out);
         }
     }
 
@@ -487,6 +490,15 @@ impl Protocol for CorrectedBcast {
             Some(phase) => phase,
             None if self.started => Phase::Running,
             None => Phase::Idle,
+        }
+    }
+
+    fn settled(&self) -> bool {
+        match self.config.correction {
+            Correction::Checked if self.spread => {
+                (self.left.done && self.right.done) || self.layout.size() < 2
+            }
+            _ => true,
         }
     }
 

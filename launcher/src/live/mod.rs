@@ -13,4 +13,4 @@ mod server;
 mod spawn;
 
 pub use job::{run, LiveSpec};
-pub use report::BuiltinJob;
+pub use report::{BuiltinJob, Expected};

@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
+use ftcoll_algos::corrected::{Correction, FailureInfo};
 use ftcoll_algos::ReduceOp;
-use ftcoll_runtime::comm::{CommError, Communicator};
+use ftcoll_runtime::comm::{CommError, Communicator, CorrectedOptions, Outcome};
 use ftcoll_runtime::control::OpReport;
 use ftcoll_runtime::sim::{rank_inputs, InputKind};
 
@@ -31,6 +32,15 @@ pub struct RankArgs {
     /// Operations.
     #[arg(long)]
     pub ops: u64,
+    /// Failures the corrected-tree algorithms tolerate.
+    #[arg(long, default_value_t = 1)]
+    pub tolerate: u32,
+    /// Failure information of corrected-reduce.
+    #[arg(long, default_value = "count")]
+    pub failure_info: String,
+    /// Correction phase of the corrected broadcast.
+    #[arg(long, default_value = "checked")]
+    pub correction: String,
     /// Benchmark mode: untimed warm-up operations, then `ops` timed ones whose times are sent
     /// once at the end.
     #[arg(long)]
@@ -48,27 +58,73 @@ pub fn main(args: &RankArgs) -> ExitCode {
     }
 }
 
+/// The collective the built-in job runs, from the launcher's flags.
+#[derive(Clone, Copy, Debug)]
+enum Collective {
+    Rdb,
+    CorrectedAllreduce(CorrectedOptions),
+    CorrectedReduce(CorrectedOptions),
+    CorrectedBcast(CorrectedOptions),
+}
+
+impl Collective {
+    fn from_args(args: &RankArgs) -> Collective {
+        // The launcher validated every flag before starting ranks.
+        let options = CorrectedOptions {
+            tolerate: args.tolerate,
+            info: FailureInfo::parse(&args.failure_info).unwrap_or_default(),
+            correction: crate::run::parse_correction(&args.correction)
+                .unwrap_or(Correction::Checked),
+        };
+        match args.algo.as_str() {
+            "corrected-allreduce" => Collective::CorrectedAllreduce(options),
+            "corrected-reduce" => Collective::CorrectedReduce(options),
+            "corrected-bcast" => Collective::CorrectedBcast(options),
+            _ => Collective::Rdb,
+        }
+    }
+
+    /// Runs it once; `Ok(true)` when this rank holds a result to report.
+    fn run(
+        self,
+        comm: &mut Communicator,
+        data: &mut [f64],
+        op: ReduceOp,
+    ) -> Result<(Outcome, bool), CommError> {
+        let root_only = comm.rank() == 0;
+        match self {
+            Collective::Rdb => Ok((comm.allreduce(data, op)?, true)),
+            Collective::CorrectedAllreduce(o) => Ok((comm.corrected_allreduce(data, op, o)?, true)),
+            Collective::CorrectedReduce(o) => {
+                Ok((comm.corrected_reduce(data, op, 0, o)?, root_only))
+            }
+            Collective::CorrectedBcast(o) => Ok((comm.corrected_bcast(data, 0, o)?, true)),
+        }
+    }
+}
+
 fn run(args: &RankArgs) -> Result<(), CommError> {
     let mut comm = Communicator::from_env()?;
     let op = ReduceOp::parse(&args.op).unwrap_or(ReduceOp::Sum);
     let input = InputKind::parse(&args.input).unwrap_or(InputKind::Uniform);
     let mine = rank_inputs(input, comm.rank(), args.len, args.seed);
+    let collective = Collective::from_args(args);
     if let Some(warmup) = args.bench_warmup {
         return bench(comm, &mine, op, warmup, args.ops);
     }
     for index in 0..args.ops {
         let mut data = mine.clone();
         let started = Instant::now();
-        let result = comm.allreduce(&mut data, op);
+        let result = collective.run(&mut comm, &mut data, op);
         let nanos = started.elapsed().as_nanos() as u64;
-        let (ok, messages) = match &result {
-            Ok(outcome) => (true, outcome.messages),
-            Err(_) => (false, 0),
+        let (ok, messages, has_value) = match &result {
+            Ok((outcome, has_value)) => (true, outcome.messages, *has_value),
+            Err(_) => (false, 0, false),
         };
         comm.report(OpReport {
             op: index,
             ok,
-            value: if ok { data } else { Vec::new() },
+            value: if has_value { data } else { Vec::new() },
             failed: comm.failed_ranks(),
             nanos,
             messages,

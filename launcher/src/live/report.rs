@@ -71,9 +71,12 @@ pub struct LiveJson {
     seed: u64,
     ops: u64,
     ops_ok_all_ranks: u64,
+    ops_ok_all_survivors: u64,
     rounds: u32,
     messages: u64,
     max_rel_error: Option<f64>,
+    admissible_error: Option<f64>,
+    consistent: bool,
     exact: bool,
     median_op_us: Option<f64>,
     wall_s: f64,
@@ -83,6 +86,21 @@ pub struct LiveJson {
     failures: Vec<FailureJson>,
     timed_out: bool,
 }
+
+/// What the built-in job's results are checked against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    /// The aggregate of every rank's input (a failure aborts the operation).
+    Aggregate,
+    /// Rank 0's input (a broadcast).
+    RootInput,
+    /// The survivors' aggregate plus the inputs of any subset of the failed ranks, the same at
+    /// every rank (001's semantics of a fault-tolerant reduce and allreduce).
+    SurvivorsAggregate,
+}
+
+/// Most failures for which the admissible aggregates are enumerated.
+const MAX_ENUMERATED_FAILURES: usize = 10;
 
 /// The built-in job's parameters, for checking results.
 pub struct BuiltinJob {
@@ -100,6 +118,8 @@ pub struct BuiltinJob {
     pub ops: u64,
     /// Rounds of one operation.
     pub rounds: u32,
+    /// What results are checked against.
+    pub expected: Expected,
 }
 
 impl LiveOutcome {
@@ -111,28 +131,61 @@ impl LiveOutcome {
     /// Checks the built-in job's results against the exact answer and builds the report.
     pub fn builtin_report(&self, job: &BuiltinJob) -> LiveJson {
         let inputs = generate_inputs(job.input, self.n, job.len, job.seed);
-        let exact = exact_aggregate(job.op, &inputs, job.len, |_| true);
+        let exact = match job.expected {
+            Expected::RootInput => inputs[..job.len].to_vec(),
+            Expected::Aggregate | Expected::SurvivorsAggregate => {
+                exact_aggregate(job.op, &inputs, job.len, |_| true)
+            }
+        };
+        let admissible = self.admissible_aggregates(job, &inputs);
         let mut worst: Option<f64> = None;
+        let mut worst_admissible: Option<f64> = None;
         let mut micros = Vec::new();
         let mut messages = 0;
+        let mut consistent = true;
         // Ranks that completed each operation that anyone reported: work proportional to the
         // reports received, not to the operations requested (a loop may stop early).
         let mut completed_by_op: std::collections::BTreeMap<u64, u32> =
             std::collections::BTreeMap::new();
+        let mut first_value: std::collections::BTreeMap<u64, &[f64]> =
+            std::collections::BTreeMap::new();
         for report in self.reports.iter().flatten() {
             messages += report.messages;
-            if report.ok {
-                *completed_by_op.entry(report.op).or_default() += 1;
-                micros.push(report.nanos as f64 / 1e3);
-                let err = max_relative_error(&report.value, &exact);
-                worst = Some(worst.map_or(err, |w| w.max(err)));
+            if !report.ok {
+                continue;
+            }
+            *completed_by_op.entry(report.op).or_default() += 1;
+            micros.push(report.nanos as f64 / 1e3);
+            if report.value.is_empty() {
+                continue;
+            }
+            let first = *first_value.entry(report.op).or_insert(&report.value);
+            consistent &= first == report.value.as_slice();
+            let err = max_relative_error(&report.value, &exact);
+            worst = Some(worst.map_or(err, |w| w.max(err)));
+            if let Some(candidates) = &admissible {
+                let nearest = candidates
+                    .iter()
+                    .map(|c| max_relative_error(&report.value, c))
+                    .fold(f64::INFINITY, f64::min);
+                worst_admissible = Some(worst_admissible.map_or(nearest, |w| w.max(nearest)));
             }
         }
         let ok_all = completed_by_op
             .values()
             .filter(|&&ranks| ranks == self.n)
             .count() as u64;
+        let survivors = self.n.saturating_sub(self.failures.len() as u32);
+        let ok_survivors = completed_by_op
+            .values()
+            .filter(|&&ranks| ranks >= survivors)
+            .count() as u64;
         micros.sort_by(f64::total_cmp);
+        let exact_result = if self.failures.is_empty() || admissible.is_none() {
+            worst == Some(0.0)
+        } else {
+            worst_admissible == Some(0.0) && consistent
+        };
         LiveJson {
             schema_version: 1,
             n: self.n,
@@ -142,10 +195,13 @@ impl LiveOutcome {
             seed: job.seed,
             ops: job.ops,
             ops_ok_all_ranks: ok_all,
+            ops_ok_all_survivors: ok_survivors,
             rounds: job.rounds,
             messages,
             max_rel_error: worst,
-            exact: worst == Some(0.0),
+            admissible_error: worst_admissible,
+            consistent,
+            exact: exact_result,
             median_op_us: micros.get(micros.len() / 2).copied(),
             wall_s: self.wall_s,
             spawn_s: self.spawn_s,
@@ -154,6 +210,28 @@ impl LiveOutcome {
             failures: self.failures_json(),
             timed_out: self.timed_out,
         }
+    }
+
+    /// For fault-tolerant jobs with failures: every aggregate a correct result may equal.
+    fn admissible_aggregates(&self, job: &BuiltinJob, inputs: &[f64]) -> Option<Vec<Vec<f64>>> {
+        let mut failed: Vec<u32> = self.failures.iter().map(|f| f.rank).collect();
+        failed.sort_unstable();
+        failed.dedup();
+        if job.expected != Expected::SurvivorsAggregate
+            || failed.is_empty()
+            || failed.len() > MAX_ENUMERATED_FAILURES
+        {
+            return None;
+        }
+        let subsets = (0u32..1 << failed.len()).map(|subset| {
+            exact_aggregate(job.op, inputs, job.len, |r| {
+                match failed.binary_search(&(r as u32)) {
+                    Ok(i) => subset & (1 << i) != 0,
+                    Err(_) => true,
+                }
+            })
+        });
+        Some(subsets.collect())
     }
 
     fn failures_json(&self) -> Vec<FailureJson> {
@@ -179,7 +257,18 @@ impl LiveOutcome {
             "  operations        {} ({} completed at every rank)",
             report.ops, report.ops_ok_all_ranks
         );
+        match (report.admissible_error, report.consistent) {
+            (Some(0.0), true) => println!(
+                "  result            exact: the survivors' aggregate, failed ranks counted at every rank or at none"
+            ),
+            (Some(e), consistent) => println!(
+                "  result            {e:.3e} from the nearest admissible aggregate{}",
+                if consistent { "" } else { "; ranks disagree" }
+            ),
+            (None, _) => {}
+        }
         match report.max_rel_error {
+            _ if report.admissible_error.is_some() => {}
             Some(0.0) => println!("  result            exact (max rel. error 0)"),
             Some(e) => println!("  max rel. error    {e:.3e}"),
             None => println!("  result            none (no rank completed an operation)"),

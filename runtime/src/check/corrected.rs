@@ -299,6 +299,11 @@ fn verify<P: Protocol>(
             }
             continue;
         }
+        if !rank.settled() {
+            return Err(fail(format!(
+                "live rank {r} still owes corrections when the run ended"
+            )));
+        }
         if !rank.has_result() {
             continue;
         }

@@ -49,6 +49,10 @@ impl<P: Protocol> Protocol for CountDeliveries<P> {
         self.inner.has_result()
     }
 
+    fn settled(&self) -> bool {
+        self.inner.settled()
+    }
+
     fn status(&self) -> RankStatus {
         self.inner.status()
     }
