@@ -27,7 +27,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     match args.name.as_str() {
         "sim" => bench_sim(args),
         "allreduce" => crate::bench_allreduce::run(args),
-        other => bail!("unknown benchmark '{other}'; available: sim, allreduce"),
+        "corrected" => crate::bench_allreduce::run_corrected(args),
+        other => bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected"),
     }
 }
 

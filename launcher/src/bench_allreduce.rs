@@ -132,14 +132,52 @@ fn mpi_latency(lib: &MpiLibrary, binary: &Path, n: u32, iters: u32, warmup: u32)
 }
 
 fn ftcoll_latency(n: u32, iters: u32, warmup: u32) -> anyhow::Result<Latency> {
-    let cli = Cli::try_parse_from([
-        "ftcoll-launch",
-        "-n",
-        &n.to_string(),
-        "--no-tui",
-        "--timeout-s",
-        "180",
-    ])?;
+    ftcoll_run(&FtcollCase::rdb(), n, iters, warmup)
+}
+
+/// One ftcoll configuration to time.
+pub struct FtcollCase {
+    /// Row label.
+    pub label: String,
+    /// `--algo`.
+    pub algo: &'static str,
+    /// `--tolerate`.
+    pub tolerate: u32,
+    /// Ranks SIGKILLed at the start of the first (warm-up) operation.
+    pub dead: Vec<u32>,
+}
+
+impl FtcollCase {
+    fn rdb() -> FtcollCase {
+        FtcollCase {
+            label: "ftcoll".into(),
+            algo: "rdb",
+            tolerate: 0,
+            dead: Vec::new(),
+        }
+    }
+}
+
+/// Times `case` at `n` ranks: per operation the slowest surviving rank, median and p99.
+pub fn ftcoll_run(case: &FtcollCase, n: u32, iters: u32, warmup: u32) -> anyhow::Result<Latency> {
+    let faults: Vec<String> = case
+        .dead
+        .iter()
+        .map(|r| format!("kill:rank={r},op=0"))
+        .collect();
+    let mut argv: Vec<String> = ["ftcoll-launch", "-n", &n.to_string(), "--no-tui"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    argv.extend(["--timeout-s".into(), "180".into()]);
+    for fault in &faults {
+        argv.extend(["--fault".into(), fault.clone()]);
+    }
+    let cli = Cli::try_parse_from(&argv)?;
+    let parsed_faults = faults
+        .iter()
+        .map(|f| ftcoll_runtime::faults::FaultSpec::parse(f))
+        .collect::<Result<Vec<_>, _>>()?;
     let exe = std::env::current_exe()?;
     let spec = crate::live::LiveSpec {
         args: &cli.run,
@@ -147,7 +185,9 @@ fn ftcoll_latency(n: u32, iters: u32, warmup: u32) -> anyhow::Result<Latency> {
         program_args: [
             "__rank",
             "--algo",
-            "rdb",
+            case.algo,
+            "--tolerate",
+            &case.tolerate.to_string(),
             "--op",
             "sum",
             "--input",
@@ -166,18 +206,24 @@ fn ftcoll_latency(n: u32, iters: u32, warmup: u32) -> anyhow::Result<Latency> {
         .collect(),
         builtin: true,
         transport: ftcoll_runtime::transport::TransportKind::Shm,
-        faults: Vec::new(),
+        faults: parsed_faults,
     };
     let outcome = crate::live::run(&spec)?;
-    if !outcome.failures.is_empty() || outcome.timings.iter().any(|t| t.len() != iters as usize) {
+    let survivors: Vec<&Vec<u64>> = outcome
+        .timings
+        .iter()
+        .filter(|t| t.len() == iters as usize)
+        .collect();
+    if outcome.failures.len() != case.dead.len() || survivors.len() + case.dead.len() != n as usize
+    {
         bail!("the ftcoll benchmark job lost ranks or timings");
     }
     let mut slowest: Vec<f64> = (0..iters as usize)
-        .map(|i| outcome.timings.iter().map(|t| t[i]).max().unwrap_or(0) as f64 / 1e3)
+        .map(|i| survivors.iter().map(|t| t[i]).max().unwrap_or(0) as f64 / 1e3)
         .collect();
     slowest.sort_by(f64::total_cmp);
     Ok(Latency {
-        implementation: "ftcoll".into(),
+        implementation: case.label.clone(),
         n,
         median_us: slowest.get(slowest.len() / 2).copied(),
         p99_us: slowest.get((slowest.len() - 1) * 99 / 100).copied(),
@@ -296,4 +342,80 @@ fn tempdir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("ftcoll-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(dir)
+}
+
+/// `bench corrected`: the corrected-tree allreduce beside recursive doubling in the same run,
+/// failure-free and with ranks dead before the measured operations.
+pub fn run_corrected(args: &BenchArgs) -> anyhow::Result<()> {
+    let sizes: Vec<u32> = args
+        .sizes
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<u32>()
+                .context("--sizes takes numbers, e.g. 4,8,16")
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if sizes.iter().any(|&n| n < 4) {
+        bail!("--sizes must be at least 4 for bench corrected (f = 1 and two dead ranks)");
+    }
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        let cases = [
+            FtcollCase::rdb(),
+            FtcollCase {
+                label: "corrected f=1".into(),
+                algo: "corrected-allreduce",
+                tolerate: 1,
+                dead: Vec::new(),
+            },
+            FtcollCase {
+                label: "corrected f=2, 2 dead".into(),
+                algo: "corrected-allreduce",
+                tolerate: 2,
+                dead: vec![n - 1, n / 2],
+            },
+            FtcollCase {
+                label: "corrected f=2, root 0 dead".into(),
+                algo: "corrected-allreduce",
+                tolerate: 2,
+                dead: vec![0, n / 2],
+            },
+        ];
+        for case in &cases {
+            eprintln!("n = {n}: {}", case.label);
+            rows.push(ftcoll_run(case, n, args.iters, args.warmup)?);
+        }
+    }
+    println!("8-byte allreduce, slowest surviving rank per operation (us); ratio = median / rdb's");
+    println!(
+        "{:>4}  {:>28}  {:>20}  {:>8}",
+        "n", "configuration", "median / p99", "ratio"
+    );
+    for &n in &sizes {
+        let reference = rows
+            .iter()
+            .find(|r| r.n == n && r.implementation == "ftcoll")
+            .and_then(|r| r.median_us);
+        for row in rows.iter().filter(|r| r.n == n) {
+            let (Some(median), Some(p99)) = (row.median_us, row.p99_us) else {
+                continue;
+            };
+            let ratio = reference.map_or("-".into(), |r| format!("{:.2}", median / r));
+            let label = if row.implementation == "ftcoll" {
+                "rdb (reference)"
+            } else {
+                &row.implementation
+            };
+            println!(
+                "{n:>4}  {label:>28}  {:>20}  {ratio:>8}",
+                format!("{median:.2} / {p99:.2}")
+            );
+        }
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }

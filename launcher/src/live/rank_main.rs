@@ -110,7 +110,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
     let mine = rank_inputs(input, comm.rank(), args.len, args.seed);
     let collective = Collective::from_args(args);
     if let Some(warmup) = args.bench_warmup {
-        return bench(comm, &mine, op, warmup, args.ops);
+        return bench(comm, collective, &mine, op, warmup, args.ops);
     }
     for index in 0..args.ops {
         let mut data = mine.clone();
@@ -142,6 +142,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
 /// The benchmark loop: per-operation times kept locally and reported once.
 fn bench(
     mut comm: Communicator,
+    collective: Collective,
     input: &[f64],
     op: ReduceOp,
     warmup: u64,
@@ -150,13 +151,13 @@ fn bench(
     let mut data = input.to_vec();
     for _ in 0..warmup {
         data.copy_from_slice(input);
-        comm.allreduce(&mut data, op)?;
+        collective.run(&mut comm, &mut data, op)?;
     }
     let mut nanos = Vec::with_capacity(ops as usize);
     for _ in 0..ops {
         data.copy_from_slice(input);
         let started = Instant::now();
-        comm.allreduce(&mut data, op)?;
+        collective.run(&mut comm, &mut data, op)?;
         nanos.push(started.elapsed().as_nanos() as u64);
     }
     comm.report_timings(nanos)?;
