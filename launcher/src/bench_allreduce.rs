@@ -231,20 +231,25 @@ pub fn ftcoll_run(case: &FtcollCase, n: u32, iters: u32, warmup: u32) -> anyhow:
     })
 }
 
-/// Runs the comparison.
-pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let sizes: Vec<u32> = args
-        .sizes
+/// Parses `--sizes`, each at least `min`.
+fn parse_sizes(text: &str, min: u32) -> anyhow::Result<Vec<u32>> {
+    let sizes: Vec<u32> = text
         .split(',')
         .map(|s| {
             s.trim()
                 .parse::<u32>()
-                .context("--sizes takes numbers, e.g. 2,4,8,16")
+                .context("--sizes takes numbers, e.g. 4,8,16")
         })
         .collect::<anyhow::Result<_>>()?;
-    if sizes.iter().any(|&n| n < 2) {
-        bail!("--sizes must be at least 2");
+    if sizes.iter().any(|&n| n < min) {
+        bail!("--sizes must be at least {min} for this benchmark");
     }
+    Ok(sizes)
+}
+
+/// Runs the comparison.
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let sizes = parse_sizes(&args.sizes, 2)?;
     let dir = tempdir()?;
     let source = dir.join("mpi_allreduce.c");
     std::fs::write(&source, MPI_SOURCE)?;
@@ -347,18 +352,8 @@ fn tempdir() -> anyhow::Result<PathBuf> {
 /// `bench corrected`: the corrected-tree allreduce beside recursive doubling in the same run,
 /// failure-free and with ranks dead before the measured operations.
 pub fn run_corrected(args: &BenchArgs) -> anyhow::Result<()> {
-    let sizes: Vec<u32> = args
-        .sizes
-        .split(',')
-        .map(|s| {
-            s.trim()
-                .parse::<u32>()
-                .context("--sizes takes numbers, e.g. 4,8,16")
-        })
-        .collect::<anyhow::Result<_>>()?;
-    if sizes.iter().any(|&n| n < 4) {
-        bail!("--sizes must be at least 4 for bench corrected (f = 1 and two dead ranks)");
-    }
+    // Two dead ranks and f = 2 need at least four.
+    let sizes = parse_sizes(&args.sizes, 4)?;
     let mut rows = Vec::new();
     for &n in &sizes {
         let cases = [

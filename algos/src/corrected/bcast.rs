@@ -34,7 +34,9 @@ use crate::values::{Values, ValuesRef};
 use crate::wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
 
 use super::layout::CorrectedLayout;
-use super::{push_as_f64, unexpected, CorrectedKind, RankSet, FLAG_LEFTWARD, FLAG_ROOT_GAVE_UP};
+use super::{
+    check_header, push_as_f64, unexpected, CorrectedKind, RankSet, FLAG_LEFTWARD, FLAG_ROOT_GAVE_UP,
+};
 
 /// The correction phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -404,21 +406,9 @@ impl CorrectedBcast {
         from: Rank,
         frame: &Frame<'f>,
     ) -> Result<(CorrectedKind, ValuesRef<'f>), FrameError> {
-        frame.check(self.config.algo, self.config.op_id)?;
+        let c = &self.config;
+        let kind = check_header(frame, from, c.algo, c.op_id, c.attempt)?;
         let header = frame.header;
-        let kind = CorrectedKind::from_u8(header.kind).ok_or(FrameError::UnknownKind {
-            algo: self.config.algo,
-            kind: header.kind,
-        })?;
-        if header.source != from.0 {
-            return Err(unexpected(
-                from.0,
-                "header source differs from the sending rank",
-            ));
-        }
-        if header.step != self.config.attempt {
-            return Err(unexpected(from.0, "frame of another attempt"));
-        }
         match kind {
             CorrectedKind::BcastTree => {
                 if self.layout.parent(self.config.rank.0) != Some(from.0) {

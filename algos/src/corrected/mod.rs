@@ -109,6 +109,33 @@ fn unexpected(from: u32, what: &'static str) -> FrameError {
     FrameError::Unexpected { from, what }
 }
 
+/// The checks every corrected-family frame passes: protocol, operation, a known kind, the
+/// transport's sender in the header, and the expected attempt.
+fn check_header(
+    frame: &crate::wire::Frame<'_>,
+    from: crate::rank::Rank,
+    algo: crate::wire::AlgoId,
+    op_id: crate::wire::OpId,
+    attempt: u32,
+) -> Result<CorrectedKind, FrameError> {
+    frame.check(algo, op_id)?;
+    let header = frame.header;
+    let kind = CorrectedKind::from_u8(header.kind).ok_or(FrameError::UnknownKind {
+        algo,
+        kind: header.kind,
+    })?;
+    if header.source != from.0 {
+        return Err(unexpected(
+            from.0,
+            "header source differs from the sending rank",
+        ));
+    }
+    if header.step != attempt {
+        return Err(unexpected(from.0, "frame of another attempt"));
+    }
+    Ok(kind)
+}
+
 /// A sorted set of ranks (known failures, correction targets): bounded by the group size, and in
 /// practice by the number of failures.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

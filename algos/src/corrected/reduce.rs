@@ -23,7 +23,9 @@ use crate::values::{finish_estimate, ReduceOp, Values, ValuesRef};
 use crate::wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
 
 use super::layout::CorrectedLayout;
-use super::{push_as_f64, unexpected, CorrectedKind, FailureInfo, RankSet, FLAG_SUBTREE_FAILED};
+use super::{
+    check_header, push_as_f64, unexpected, CorrectedKind, FailureInfo, RankSet, FLAG_SUBTREE_FAILED,
+};
 
 /// Configuration of one reduce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -429,21 +431,8 @@ impl CorrectedReduce {
         from: Rank,
         frame: &Frame<'f>,
     ) -> Result<Option<Accepted<'f>>, FrameError> {
-        frame.check(self.config.algo, self.config.op_id)?;
-        let header = frame.header;
-        let kind = CorrectedKind::from_u8(header.kind).ok_or(FrameError::UnknownKind {
-            algo: self.config.algo,
-            kind: header.kind,
-        })?;
-        if header.source != from.0 {
-            return Err(unexpected(
-                from.0,
-                "header source differs from the sending rank",
-            ));
-        }
-        if header.step != self.config.attempt {
-            return Err(unexpected(from.0, "frame of another attempt"));
-        }
+        let c = &self.config;
+        let kind = check_header(frame, from, c.algo, c.op_id, c.attempt)?;
         let me = self.config.rank.0;
         let expected = match kind {
             CorrectedKind::UpCorrection => self.layout.group_peers(me).any(|p| p == from.0),
