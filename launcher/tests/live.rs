@@ -7,49 +7,16 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// Jobs of these tests run one at a time: several jobs of many ranks at once on two cores would
-/// starve heartbeat threads and test the scheduler instead of ftcoll.
-static ONE_JOB_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+mod common;
 
-fn serialize() -> std::sync::MutexGuard<'static, ()> {
-    ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
+use common::{launcher, scratch, serialize};
 
-fn launcher() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ftcoll-launch"));
-    command.env_remove("FTCOLL_LOG");
-    command
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ftcoll-live-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-/// Runs a job to completion (bounded) and returns its output and JSON report.
+/// Runs a job to completion (at most 60 s) and returns its output and JSON report.
 fn run_job(args: &[&str], name: &str) -> (Output, serde_json::Value) {
-    let path = scratch(name);
-    let mut command = launcher();
-    command
-        .args(args)
-        .arg("--json")
-        .arg(&path)
-        .arg("--timeout-s")
-        .arg("60");
-    let out = command.output().unwrap();
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "no report; stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    std::fs::remove_file(&path).unwrap();
-    (out, serde_json::from_str(&text).unwrap())
+    common::run_job(args, name, 60)
 }
 
 fn no_ftcoll_files_in_dev_shm() {

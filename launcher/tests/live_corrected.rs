@@ -3,34 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-/// One job at a time: many-rank jobs in parallel on two cores test the scheduler, not ftcoll.
-static ONE_JOB_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+mod common;
 
 fn run_job(args: &[&str], name: &str) -> (Output, serde_json::Value) {
-    let _job = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("ftcoll-corrected-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
-        .env_remove("FTCOLL_LOG")
-        .args(args)
-        .arg("--json")
-        .arg(&path)
-        .args(["--timeout-s", "120"])
-        .output()
-        .unwrap();
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "no report; stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    std::fs::remove_file(&path).unwrap();
-    (out, serde_json::from_str(&text).unwrap())
+    let _job = common::serialize();
+    common::run_job(args, name, 120)
 }
 
 fn assert_exact_at_every_survivor(out: &Output, json: &serde_json::Value, ops: u64, dead: &[u32]) {
@@ -136,7 +115,7 @@ fn corrected_reduce_and_broadcast_run_on_real_ranks() {
 
 #[test]
 fn a_tolerance_the_job_cannot_have_is_refused_before_anything_starts() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
+    let out = common::launcher()
         .args([
             "-n",
             "4",

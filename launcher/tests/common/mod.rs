@@ -1,0 +1,49 @@
+//! Helpers shared by the multi-process test files: start the real launcher, run a job to its
+//! end, read its JSON report.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Jobs run one at a time: several jobs of many ranks at once on two cores would starve
+/// heartbeat threads and test the scheduler instead of ftcoll.
+static ONE_JOB_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the one-job-at-a-time lock for as long as the guard lives.
+pub fn serialize() -> std::sync::MutexGuard<'static, ()> {
+    ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The launcher binary, with the caller's log filter removed so stderr stays predictable.
+pub fn launcher() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ftcoll-launch"));
+    command.env_remove("FTCOLL_LOG");
+    command
+}
+
+/// A path for a test's report, in a directory of this test process.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ftcoll-live-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Runs a job to completion (bounded by `--timeout-s limit_s`) and returns its output and JSON
+/// report. The caller holds [`serialize`].
+pub fn run_job(args: &[&str], name: &str, limit_s: u32) -> (Output, serde_json::Value) {
+    let path = scratch(name);
+    let out = launcher()
+        .args(args)
+        .arg("--json")
+        .arg(&path)
+        .args(["--timeout-s", &limit_s.to_string()])
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "no report; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    std::fs::remove_file(&path).unwrap();
+    (out, serde_json::from_str(&text).unwrap())
+}
