@@ -13,6 +13,7 @@
 
 pub mod bits;
 pub mod corrected;
+pub mod era;
 pub mod protocol;
 pub mod rank;
 pub mod rdb;

@@ -337,6 +337,15 @@ pub enum Detail {
         /// Peers this rank still waits for.
         waiting_for: u32,
     },
+    /// The Early Returning Agreement.
+    Agreement {
+        /// The agreement in progress (or the last one).
+        agreement: u64,
+        /// Failures this rank knows of.
+        known_failed: u32,
+        /// Agreements with state here (in flight, or decided and not yet collected).
+        live_agreements: u32,
+    },
 }
 
 /// A snapshot of one rank, for monitors and reports.

@@ -119,6 +119,83 @@ impl Group {
     }
 }
 
+/// A sorted set of ranks (known failures, correction targets, acknowledged failures): bounded by
+/// the group size, and in practice by the number of failures.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RankSet {
+    ranks: Vec<u32>,
+}
+
+impl RankSet {
+    /// Adds `rank`; false if it was known.
+    pub fn insert(&mut self, rank: u32) -> bool {
+        match self.ranks.binary_search(&rank) {
+            Ok(_) => false,
+            Err(at) => {
+                self.ranks.insert(at, rank);
+                true
+            }
+        }
+    }
+
+    /// Whether `rank` is known failed.
+    pub fn contains(&self, rank: u32) -> bool {
+        self.ranks.binary_search(&rank).is_ok()
+    }
+
+    /// The ranks, increasing.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.ranks
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.ranks.is_empty()
+    }
+    /// Removes `rank`; false if it was absent.
+    pub fn remove(&mut self, rank: u32) -> bool {
+        match self.ranks.binary_search(&rank) {
+            Ok(at) => {
+                self.ranks.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// A set from any list of ranks (sorted and deduplicated here).
+    pub fn from_unsorted(mut ranks: Vec<u32>) -> RankSet {
+        ranks.sort_unstable();
+        ranks.dedup();
+        RankSet { ranks }
+    }
+
+    /// Adds every rank of `other`.
+    pub fn union_with(&mut self, other: &[u32]) {
+        if other.iter().all(|r| self.contains(*r)) {
+            return;
+        }
+        self.ranks.extend_from_slice(other);
+        self.ranks.sort_unstable();
+        self.ranks.dedup();
+    }
+
+    /// Keeps only the ranks also in `other` (sorted).
+    pub fn intersect_with(&mut self, other: &[u32]) {
+        self.ranks.retain(|r| other.binary_search(r).is_ok());
+    }
+
+    /// Whether every rank of `self` is in `other`.
+    pub fn is_subset_of(&self, other: &RankSet) -> bool {
+        self.ranks.iter().all(|r| other.contains(*r))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,42 +136,4 @@ fn check_header(
     Ok(kind)
 }
 
-/// A sorted set of ranks (known failures, correction targets): bounded by the group size, and in
-/// practice by the number of failures.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RankSet {
-    ranks: Vec<u32>,
-}
-
-impl RankSet {
-    /// Adds `rank`; false if it was known.
-    pub fn insert(&mut self, rank: u32) -> bool {
-        match self.ranks.binary_search(&rank) {
-            Ok(_) => false,
-            Err(at) => {
-                self.ranks.insert(at, rank);
-                true
-            }
-        }
-    }
-
-    /// Whether `rank` is known failed.
-    pub fn contains(&self, rank: u32) -> bool {
-        self.ranks.binary_search(&rank).is_ok()
-    }
-
-    /// The ranks, increasing.
-    pub fn as_slice(&self) -> &[u32] {
-        &self.ranks
-    }
-
-    /// How many.
-    pub fn len(&self) -> usize {
-        self.ranks.len()
-    }
-
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.ranks.is_empty()
-    }
-}
+pub use crate::rank::RankSet;
