@@ -7,6 +7,8 @@ use ftcoll_algos::corrected::{
     AllreduceConfig, BcastConfig, CorrectedAllreduce, CorrectedBcast, CorrectedReduce, Correction,
     FailureInfo, ReduceConfig,
 };
+use ftcoll_algos::era::{AgreedValue, EraConfig, EraRun, EraRunConfig, EraTopology};
+use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
 use ftcoll_algos::topology::{Topology, TopologyError};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp};
@@ -128,6 +130,7 @@ impl Algorithm {
                 | Algorithm::CorrectedReduce
                 | Algorithm::CorrectedBcast
                 | Algorithm::CorrectedAllreduce
+                | Algorithm::EraAgree
         )
     }
 
@@ -228,6 +231,9 @@ pub enum JobError {
         /// The algorithm.
         algo: Algorithm,
     },
+    /// An agreement job with no agreements.
+    #[error("--agreements must be at least 1")]
+    NoAgreements,
     /// An accuracy target outside (0, 1).
     #[error("--eps must lie in (0, 1), got {0}")]
     BadEps(f64),
@@ -261,6 +267,10 @@ pub struct JobSpec {
     pub failure_info: FailureInfo,
     /// The corrected broadcast's correction phase.
     pub correction: Correction,
+    /// The agreement tree of `era-agree`.
+    pub era_topology: EraTopology,
+    /// Blocking agreements in a row (`era-agree`).
+    pub agreements: u32,
 }
 
 impl JobSpec {
@@ -278,6 +288,8 @@ impl JobSpec {
             tolerate: 1,
             failure_info: FailureInfo::default(),
             correction: Correction::Checked,
+            era_topology: EraTopology::default(),
+            agreements: 1,
         }
     }
 
@@ -350,9 +362,66 @@ impl JobSpec {
                     });
                 }
             }
+            Algorithm::EraAgree => {
+                if ftcoll_algos::era::check_op(self.op).is_err() {
+                    return Err(JobError::OpUnsupported {
+                        algo: self.algo,
+                        op: self.op.name(),
+                    });
+                }
+                if self.agreements == 0 {
+                    return Err(JobError::NoAgreements);
+                }
+            }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Rank `rank`'s contribution to an agreement: its bit in a bitmap of all ranks under OR, the
+    /// complement under AND, its id under min and max, so that the result names who contributed.
+    pub fn era_words(&self, rank: u32) -> Vec<u64> {
+        let words = self.n.div_ceil(64) as usize;
+        let bit = |w: usize| {
+            if w == (rank / 64) as usize {
+                1u64 << (rank % 64)
+            } else {
+                0
+            }
+        };
+        match self.op {
+            ReduceOp::BitOr => (0..words).map(bit).collect(),
+            ReduceOp::BitAnd => (0..words).map(|w| !bit(w)).collect(),
+            _ => vec![u64::from(rank)],
+        }
+    }
+
+    /// The failure-free decision of [`JobSpec::era_words`].
+    pub fn era_expected(&self) -> Vec<u64> {
+        let none = RankSet::default();
+        let mut acc = AgreedValue::contribution(self.era_words(0), &none, &none, 0);
+        for r in 1..self.n {
+            let other = AgreedValue::contribution(self.era_words(r), &none, &none, 0);
+            // Contributions of one job have one length, so combining cannot fail.
+            let _ = acc.combine(self.op, &other);
+        }
+        acc.words
+    }
+
+    /// Rank `rank`'s sequence of agreements.
+    pub fn era_run(&self, rank: Rank) -> EraRun {
+        EraRun::new(EraRunConfig {
+            me: rank.0,
+            n: self.n,
+            era: EraConfig {
+                topology: self.era_topology,
+                ..EraConfig::default()
+            },
+            agreements: self.agreements,
+            op: self.op,
+            words: self.era_words(rank.0),
+            rebalance: true,
+        })
     }
 
     /// Rank `rank`'s corrected reduce to rank 0.
@@ -431,6 +500,13 @@ pub fn simulate(spec: &JobSpec, mut config: SimConfig) -> Result<SimReport, JobE
                 .map(|r| spec.corrected_allreduce(Rank(r), op_id))
                 .collect();
             run(config, ranks, inputs, spec)
+        }
+        Algorithm::EraAgree => {
+            let ranks = (0..spec.n).map(|r| spec.era_run(Rank(r))).collect();
+            let expected = spec.era_expected();
+            let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
+            sim.set_expected(expected.iter().map(|w| *w as f64).collect());
+            Ok(sim.run())
         }
         algo => Err(JobError::NotImplemented {
             algo,

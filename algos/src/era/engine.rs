@@ -166,6 +166,15 @@ impl Era {
         self.decided.get(&a)
     }
 
+    fn known_tree(&self, generation: u32) -> Option<&EraTree> {
+        self.trees
+            .iter()
+            .find(|(g, _)| *g == generation)
+            .map(|(_, t)| t)
+    }
+
+    /// The tree of an agreement this rank started (its generation is then known; only an
+    /// agreement kept in flight across more than `MAX_TREES` rebalances falls back).
     fn tree_of(&self, generation: u32) -> &EraTree {
         self.trees
             .iter()
@@ -443,19 +452,22 @@ impl Era {
         };
         if kind == EraKind::ResultRequest {
             // 002 Part 2: the sender is root, so every id below it is dead; each newly known
-            // death goes through Part 4 so that agreements in flight re-parent.
+            // death goes through Part 4 so that agreements in flight re-parent. The ids are
+            // those of the agreement's tree: a rank that has not yet built that tree (it has
+            // not decided the agreement that rebalanced it) leaves the marking to its detector.
             let generation = self.open.get(&a).map_or(header.step, |s| s.generation);
-            let tree = self.tree_of(generation).clone();
-            if !tree.is_member(from.0) || !tree.is_member(self.me) {
-                return Err(unexpected("result request from a non-member"));
-            }
-            if tree.vid(from.0) > tree.vid(self.me) {
-                return Err(unexpected("result request from a rank that cannot be root"));
-            }
-            for vid in 0..tree.vid(from.0) {
-                let r = tree.rank_at(vid);
-                if !self.dead.contains(r) {
-                    self.peer_failed(r, out);
+            if let Some(tree) = self.known_tree(generation).cloned() {
+                if !tree.is_member(from.0) || !tree.is_member(self.me) {
+                    return Err(unexpected("result request from a non-member"));
+                }
+                if tree.vid(from.0) > tree.vid(self.me) {
+                    return Err(unexpected("result request from a rank that cannot be root"));
+                }
+                for vid in 0..tree.vid(from.0) {
+                    let r = tree.rank_at(vid);
+                    if !self.dead.contains(r) {
+                        self.peer_failed(r, out);
+                    }
                 }
             }
         }
@@ -486,6 +498,12 @@ impl Era {
                             None => state.current = Some(value),
                         }
                         state.contributed.insert(from.0);
+                        // The sender waits for a DOWN from us. A child gets one anyway; an
+                        // orphan re-parented onto us before we learnt of its parent's death
+                        // would not (Decision sends to the children of our view), and would
+                        // wait forever. Remembering every sender costs nothing without failures:
+                        // the senders are then exactly our children.
+                        state.requested.insert(from.0);
                         self.progress(a, out);
                     }
                     // The decision is pending: answer the child when it comes.

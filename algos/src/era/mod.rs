@@ -24,7 +24,7 @@ mod tests;
 pub use engine::{AgreementState, Era, EraConfig};
 pub use run::{EraRun, EraRunConfig};
 pub use tree::{EraTopology, EraTree, Shape};
-pub use value::{AgreeError, AgreedValue};
+pub use value::{check_op, AgreeError, AgreedValue};
 
 /// Message kinds of ERA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 //! the properties its paper states, on every rank, with inputs chosen so that a violation shows.
 
 pub mod corrected;
+pub mod era;
 
 use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, RankStatus};
 use ftcoll_algos::Time;
