@@ -117,6 +117,10 @@ pub struct RunArgs {
     /// (the D nearest ring neighbours on each side).
     #[arg(long, default_value = "checked")]
     pub correction: String,
+    /// Agreement tree of era-agree and of the library's agree/shrink: bin, star, string, or
+    /// X/Y over nodes of --ranks-per-node (bin/bin, bin/star).
+    #[arg(long, default_value = "bin")]
+    pub era_tree: String,
     /// Scripted fault (repeatable); syntax below.
     #[arg(long = "fault", value_name = "SPEC")]
     pub faults: Vec<String>,

@@ -59,6 +59,18 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         )
     })?;
     spec.correction = parse_correction(&args.correction)?;
+    if algo == Algorithm::EraAgree {
+        // Agreement needs an idempotent operator; the default sum becomes the set union of
+        // contributors (bor), which shows who participated.
+        if spec.op == ftcoll_algos::ReduceOp::Sum {
+            spec.op = ftcoll_algos::ReduceOp::BitOr;
+        }
+        spec.era_topology = ftcoll_algos::era::EraTopology::parse(
+            &args.era_tree,
+            args.ranks_per_node.unwrap_or(args.n),
+        )
+        .map_err(|e| anyhow::anyhow!(e))?;
+    }
     if args.n == 0 {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }
@@ -237,12 +249,22 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let algo = Algorithm::parse(&args.algo)?;
-    if algo != Algorithm::Rdb && !algo.is_corrected() {
-        bail!("real runs support --algo rdb, corrected-reduce, corrected-bcast and corrected-allreduce in this build (the others run with --sim)");
+    if algo != Algorithm::Rdb && algo != Algorithm::EraAgree && !algo.is_corrected() {
+        bail!("real runs support --algo rdb, corrected-reduce, corrected-bcast, corrected-allreduce and era-agree in this build (the others run with --sim)");
     }
     // The same validation as a simulated job: a bad --tolerate fails before anything starts.
     job_from_args(args)?;
-    let (op, input) = data_from_args(args)?;
+    let (op, input) = if algo == Algorithm::EraAgree {
+        // Each rank reports how many ranks its decision names as contributors: every rank
+        // contributes one, so the check is a sum of ones over the survivors plus any subset of
+        // the failed ranks, the same at every rank.
+        (
+            ftcoll_algos::ReduceOp::Sum,
+            ftcoll_runtime::sim::InputKind::Ones,
+        )
+    } else {
+        data_from_args(args)?
+    };
     let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
     let spec = LiveSpec {
         args,
@@ -277,7 +299,11 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         algo: args.algo.clone(),
         op,
         input,
-        len: args.len,
+        len: if algo == Algorithm::EraAgree {
+            1
+        } else {
+            args.len
+        },
         seed: args.seed,
         ops: args.ops,
         rounds: if algo == Algorithm::Rdb {
@@ -287,7 +313,7 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         },
         expected: match algo {
             Algorithm::CorrectedBcast => crate::live::Expected::RootInput,
-            Algorithm::CorrectedReduce | Algorithm::CorrectedAllreduce => {
+            Algorithm::CorrectedReduce | Algorithm::CorrectedAllreduce | Algorithm::EraAgree => {
                 crate::live::Expected::SurvivorsAggregate
             }
             _ => crate::live::Expected::Aggregate,

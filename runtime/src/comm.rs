@@ -19,13 +19,15 @@ use ftcoll_algos::corrected::{
     AllreduceConfig, BcastConfig, CorrectedAllreduce, CorrectedBcast, CorrectedReduce, Correction,
     FailureInfo, ReduceConfig,
 };
+use ftcoll_algos::era::{AgreeError, AgreedValue, Era, EraConfig, EraTopology};
+use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp, ValuesRef};
 
 use crate::control::client::ControlClient;
 use crate::control::{ControlError, OpReport};
 use crate::env::{EnvError, RankEnv};
-use crate::exec::{Endpoint, ExecError, OpEnd};
+use crate::exec::{Endpoint, ExecError, OpEnd, ERA_EPOCH_SHIFT};
 use crate::faults::{FaultSpec, FaultSpecError};
 use crate::rank_faults::RankFaults;
 use crate::transport::backend::Backend;
@@ -38,6 +40,8 @@ use crate::transport::{Transport, TransportError, TransportKind};
 const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(600);
 /// Longest a leaving rank keeps serving finished operations that owe peers answers.
 const LINGER_AT_EXIT: Duration = Duration::from_secs(5);
+/// How long a leaving rank answers late requests of its flushing agreement.
+const FLUSH_LINGER: Duration = Duration::from_millis(50);
 /// How long a peer address lookup may take.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -84,6 +88,25 @@ pub enum CommError {
     /// The launcher stopped the job.
     #[error("the launcher stopped the job")]
     Shutdown,
+    /// The communicator was revoked (by this rank or a peer); only agreements and shrink work
+    /// on it now.
+    #[error("the communicator was revoked; agree or shrink to recover")]
+    Revoked,
+    /// An agreement decided, but ranks failed that not every participant had acknowledged
+    /// (ULFM's MPIX_ERR_PROC_FAILED): the value is still the same at every survivor.
+    #[error("ranks {unacknowledged:?} failed without every rank acknowledging it (agreed value {agreed:#x}); call ack_failed and agree again")]
+    UnacknowledgedFailure {
+        /// The agreed value (first word).
+        agreed: u64,
+        /// Failed ranks some participant had not acknowledged.
+        unacknowledged: Vec<u32>,
+    },
+    /// A malformed setting.
+    #[error("{0}")]
+    Config(String),
+    /// An agreement that cannot start.
+    #[error(transparent)]
+    Agree(#[from] AgreeError),
 }
 
 impl From<ExecError> for CommError {
@@ -126,6 +149,35 @@ pub struct Outcome {
     pub messages: u64,
 }
 
+/// What an agreement decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Agreed {
+    /// The agreed words.
+    pub words: Vec<u64>,
+    /// The failed ranks (world ranks) the participants agreed on.
+    pub failed: Vec<u32>,
+    /// Failed ranks not acknowledged by every participant (empty for a clean agreement).
+    pub unacknowledged: Vec<u32>,
+}
+
+impl Agreed {
+    fn from_value(value: &AgreedValue) -> Agreed {
+        Agreed {
+            words: value.words.clone(),
+            failed: value.failed.as_slice().to_vec(),
+            unacknowledged: value.unacknowledged(),
+        }
+    }
+}
+
+/// A non-blocking agreement in flight ([`Communicator::iagree`]).
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "an agreement must be waited for"]
+pub struct AgreeRequest {
+    id: u64,
+    epoch: u64,
+}
+
 /// A rank's handle on the job.
 pub struct Communicator {
     endpoint: Endpoint<Backend>,
@@ -133,6 +185,15 @@ pub struct Communicator {
     env: RankEnv,
     ops: u64,
     op_timeout: Duration,
+    /// The communicator generation: 0 for the world, one more per shrink.
+    epoch: u64,
+    /// Agreements started in this epoch.
+    agreements: u64,
+    /// Failures this rank acknowledged (world ranks).
+    acked: RankSet,
+    /// Members (world ranks, increasing) after a shrink.
+    members: Option<Vec<u32>>,
+    era_topology: EraTopology,
 }
 
 impl Communicator {
@@ -202,23 +263,195 @@ impl Communicator {
             .ok()
             .and_then(|v| v.parse().ok())
             .map_or(DEFAULT_OP_TIMEOUT, Duration::from_millis);
-        Ok(Communicator {
+        let era_topology = match std::env::var("FTCOLL_ERA_TREE") {
+            Ok(name) => EraTopology::parse(&name, env.ranks_per_node).map_err(CommError::Config)?,
+            Err(_) => EraTopology::default(),
+        };
+        let mut comm = Communicator {
             endpoint,
             control,
             env,
             ops: 0,
             op_timeout,
-        })
+            epoch: 0,
+            agreements: 0,
+            acked: RankSet::default(),
+            members: None,
+            era_topology,
+        };
+        // The agreement service exists from the start: peers' agreements may reach this rank
+        // before it calls its first one.
+        comm.install_era(&[])?;
+        Ok(comm)
     }
 
-    /// This rank.
+    fn install_era(&mut self, excluded: &[u32]) -> Result<(), CommError> {
+        let config = EraConfig {
+            topology: self.era_topology,
+            ..EraConfig::default()
+        };
+        let era = Era::with_members(self.env.rank, self.env.size, excluded, config)
+            .with_id_base(self.epoch << ERA_EPOCH_SHIFT);
+        self.endpoint.add_era(self.epoch, era)?;
+        self.endpoint.watch_revoke(self.epoch);
+        Ok(())
+    }
+
+    /// This rank (its index among the members after a shrink).
     pub fn rank(&self) -> u32 {
+        match &self.members {
+            Some(members) => members
+                .binary_search(&self.env.rank)
+                .map_or(0, |i| i as u32),
+            None => self.env.rank,
+        }
+    }
+
+    /// Ranks in the communicator.
+    pub fn size(&self) -> u32 {
+        self.members
+            .as_ref()
+            .map_or(self.env.size, |m| m.len() as u32)
+    }
+
+    /// This rank's id in the job (what failure lists and agreements name).
+    pub fn world_rank(&self) -> u32 {
         self.env.rank
     }
 
-    /// Ranks in the job.
-    pub fn size(&self) -> u32 {
-        self.env.size
+    /// The members' world ranks.
+    pub fn members(&self) -> Vec<u32> {
+        self.members
+            .clone()
+            .unwrap_or_else(|| (0..self.env.size).collect())
+    }
+
+    /// ULFM's `agree`: the bitwise AND of every participant's `flag`, the same at every
+    /// survivor (002's ERA). Fails with [`CommError::UnacknowledgedFailure`], still carrying the
+    /// agreed value, at every survivor when a rank failed that not all had acknowledged
+    /// ([`Communicator::ack_failed`]).
+    pub fn agree(&mut self, flag: u64) -> Result<u64, CommError> {
+        let agreed = self.agree_with(&[flag], ReduceOp::BitAnd)?;
+        let value = agreed.words.first().copied().unwrap_or(0);
+        if !agreed.unacknowledged.is_empty() {
+            return Err(CommError::UnacknowledgedFailure {
+                agreed: value,
+                unacknowledged: agreed.unacknowledged,
+            });
+        }
+        Ok(value)
+    }
+
+    /// An agreement on `words` under any idempotent operator (`BitAnd`, `BitOr`, `Min`,
+    /// `Max`), returning the agreed failed set too. A blocking agreement also rebalances the
+    /// agreement tree of later agreements around the failed ranks it agrees on (002 Sec. 3).
+    pub fn agree_with(&mut self, words: &[u64], op: ReduceOp) -> Result<Agreed, CommError> {
+        let request = self.start_agreement(words, op, true)?;
+        self.wait_agree(request)
+    }
+
+    /// ULFM's `iagree`: starts an agreement and returns at once; [`Communicator::wait_agree`]
+    /// completes it. Agreements complete in any order.
+    pub fn iagree(&mut self, words: &[u64], op: ReduceOp) -> Result<AgreeRequest, CommError> {
+        self.start_agreement(words, op, false)
+    }
+
+    /// Waits for an agreement started by [`Communicator::iagree`].
+    pub fn wait_agree(&mut self, request: AgreeRequest) -> Result<Agreed, CommError> {
+        let id = request.id;
+        let end = self
+            .endpoint
+            .wait_era(request.epoch, self.op_timeout, |era| {
+                era.decision(id).is_some()
+            })?;
+        match end {
+            OpEnd::Completed => {}
+            OpEnd::TimedOut => return Err(CommError::TimedOut(self.op_timeout)),
+            _ => return Err(CommError::Shutdown),
+        }
+        let agreed = self
+            .endpoint
+            .with_era(request.epoch, |era, _| {
+                let agreed = era.decision(id).map(Agreed::from_value);
+                era.returned(id);
+                agreed
+            })?
+            .flatten()
+            .ok_or(CommError::Shutdown)?;
+        Ok(agreed)
+    }
+
+    fn start_agreement(
+        &mut self,
+        words: &[u64],
+        op: ReduceOp,
+        rebalance: bool,
+    ) -> Result<AgreeRequest, CommError> {
+        // Agreements are operations of the communicator: scripted kills count them too.
+        self.endpoint.die_if_scripted(self.ops);
+        self.ops += 1;
+        self.agreements += 1;
+        let id = (self.epoch << ERA_EPOCH_SHIFT) + self.agreements;
+        let acked = self.acked.clone();
+        let words = words.to_vec();
+        self.endpoint
+            .with_era(self.epoch, |era, out| {
+                era.start(id, op, words, &acked, rebalance, out)
+            })?
+            .ok_or(CommError::Shutdown)??;
+        Ok(AgreeRequest {
+            id,
+            epoch: self.epoch,
+        })
+    }
+
+    /// ULFM's `ack_failed`: acknowledges every failure known now; returns how many are
+    /// acknowledged. Agreements stop reporting acknowledged failures as errors.
+    pub fn ack_failed(&mut self) -> usize {
+        for &rank in self.endpoint.failed() {
+            self.acked.insert(rank);
+        }
+        self.acked.len()
+    }
+
+    /// The failures this rank acknowledged (world ranks).
+    pub fn acked_failed(&self) -> Vec<u32> {
+        self.acked.as_slice().to_vec()
+    }
+
+    /// ULFM's `shrink`: agrees on the failed ranks and continues as a communicator of the
+    /// survivors, identical at all of them and without any rank a survivor had acknowledged
+    /// as failed. Ranks are renumbered 0..size in world order; returns the members' world ranks.
+    pub fn shrink(&mut self) -> Result<Vec<u32>, CommError> {
+        let agreed = self.agree_with(&[], ReduceOp::BitOr)?;
+        let failed = RankSet::from_unsorted(agreed.failed);
+        let members: Vec<u32> = self
+            .members()
+            .into_iter()
+            .filter(|r| !failed.contains(*r))
+            .collect();
+        let excluded: Vec<u32> = (0..self.env.size)
+            .filter(|r| members.binary_search(r).is_err())
+            .collect();
+        self.epoch += 1;
+        self.agreements = 0;
+        self.install_era(&excluded)?;
+        self.endpoint.set_group(members.clone());
+        self.members = Some(members.clone());
+        Ok(members)
+    }
+
+    /// ULFM's `revoke`: every pending and later operation on this communicator fails at every
+    /// survivor with [`CommError::Revoked`]; agreements and shrink still work.
+    pub fn revoke(&mut self) -> Result<(), CommError> {
+        self.endpoint
+            .with_era(self.epoch, |era, out| era.revoke(out))?;
+        Ok(())
+    }
+
+    /// Whether this communicator was revoked.
+    pub fn is_revoked(&self) -> bool {
+        self.endpoint.revoked(self.epoch)
     }
 
     /// The transport in use.
@@ -358,6 +591,7 @@ impl Communicator {
             }),
             OpEnd::TimedOut => Err(CommError::TimedOut(self.op_timeout)),
             OpEnd::Shutdown => Err(CommError::Shutdown),
+            OpEnd::Revoked => Err(CommError::Revoked),
         }
     }
 
@@ -373,6 +607,20 @@ impl Communicator {
 
     /// Leaves the job: reports this rank's memory footprint and flushes sends.
     pub fn finish(mut self) -> Result<(), CommError> {
+        if self.agreements > 0 {
+            // 002 Sec. 3: a flushing agreement before leaving, so that every survivor has
+            // returned from every earlier agreement and nobody will ask this rank for one.
+            match self.agree_with(&[], ReduceOp::BitOr) {
+                Ok(_) | Err(CommError::UnacknowledgedFailure { .. }) => {}
+                Err(error) => tracing::warn!(%error, "flushing agreement failed"),
+            }
+            // Answer stragglers of the flush itself for a moment (a peer whose parent died
+            // during it re-sends its contribution here).
+            let epoch = self.epoch;
+            let linger = Instant::now() + FLUSH_LINGER;
+            self.endpoint
+                .wait_era(epoch, FLUSH_LINGER, |_| Instant::now() >= linger)?;
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
         // Neighbours may still be correcting towards this rank; answer them before leaving.
         let serve_until = Instant::now() + self.op_timeout.min(LINGER_AT_EXIT);

@@ -9,8 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use ftcoll_algos::era::Era;
 use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, TimerId, TimerRequest};
-use ftcoll_algos::wire::{Frame, FrameError};
+use ftcoll_algos::wire::{AlgoId, Frame, FrameError};
 use ftcoll_algos::{Rank, Time, ValuesRef};
 
 use crate::control::client::ControlClient;
@@ -25,6 +26,11 @@ const DEADLINE_CHECK_TURNS: u32 = 16;
 const RECV_BATCH: usize = 256;
 /// Bound on finished operations still served because they owe peers answers.
 const MAX_LINGERING: usize = 8;
+/// Agreement ids carry their communicator's epoch above this bit, so that a shrunk
+/// communicator's agreements never meet its parent's.
+pub const ERA_EPOCH_SHIFT: u32 = 40;
+/// Communicators whose agreement service still answers peers (the newest and its ancestors).
+const MAX_ERA_SERVICES: usize = 4;
 
 /// A finished operation's protocol that is not settled yet (see `Protocol::settled`): it keeps
 /// receiving its frames and the failure notices while later operations run, and until the rank
@@ -45,6 +51,8 @@ pub enum OpEnd {
     TimedOut,
     /// The launcher asked the job to stop.
     Shutdown,
+    /// The communicator was revoked.
+    Revoked,
 }
 
 /// Counters of one operation.
@@ -73,6 +81,17 @@ pub struct Endpoint<T: Transport> {
     early: BTreeMap<u64, Vec<(Rank, Vec<u64>, usize)>>,
     early_count: usize,
     lingering: Vec<Lingering>,
+    /// Agreement services (in world ranks), newest last: frames of ERA go to the one of their
+    /// epoch whatever operation runs, so a rank answers agreements it already returned from.
+    era: Vec<(u64, Era)>,
+    /// Agreement frames of a communicator this rank has not created yet (a faster peer
+    /// finished the shrink first), held until it does; bounded like early frames.
+    era_early: Vec<(Rank, Vec<u64>, usize)>,
+    /// The epoch whose revocation fails operations in progress.
+    revoke_watch: Option<u64>,
+    /// World ranks of the communicator's members when it is a shrunk one (increasing):
+    /// protocols speak member indices, the transport world ranks.
+    group: Option<Vec<u32>>,
     scratch: Vec<u8>,
 }
 
@@ -105,6 +124,10 @@ impl<T: Transport> Endpoint<T> {
             early: BTreeMap::new(),
             early_count: 0,
             lingering: Vec::new(),
+            era: Vec::new(),
+            era_early: Vec::new(),
+            revoke_watch: None,
+            group: None,
             scratch: Vec::new(),
         }
     }
@@ -143,10 +166,146 @@ impl<T: Transport> Endpoint<T> {
             if self.failed.insert(rank) {
                 tracing::debug!(rank, cause = cause.name(), "peer failed");
                 self.transport.peer_failed(Rank(rank));
+                for (_, era) in &mut self.era {
+                    era.peer_failed(rank, &mut self.outbox);
+                }
                 fresh.push(rank);
             }
         }
         fresh
+    }
+
+    /// SIGKILLs this process if a scripted fault kills it at the start of operation
+    /// `op_index`: the same death the launcher's reaper and survivors see.
+    pub fn die_if_scripted(&self, op_index: u64) {
+        if self.faults.dies_at_op(op_index) {
+            tracing::warn!(
+                rank = self.me.0,
+                op = op_index,
+                "scripted kill at operation start"
+            );
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
+        }
+    }
+
+    /// Installs the agreement service of a communicator epoch (ids above
+    /// `epoch << ERA_EPOCH_SHIFT`); it learns every failure known so far.
+    pub fn add_era(&mut self, epoch: u64, mut era: Era) -> Result<(), ExecError> {
+        for &rank in &self.failed {
+            era.peer_failed(rank, &mut self.outbox);
+        }
+        self.era.retain(|(e, _)| *e != epoch);
+        // Frames that arrived before this communicator existed here.
+        let (mine, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.era_early)
+            .into_iter()
+            .partition(|(_, words, len)| {
+                let bytes: &[u8] = bytemuck::cast_slice(words);
+                Frame::decode(&bytes[..*len])
+                    .is_ok_and(|f| f.header.op_id >> ERA_EPOCH_SHIFT == epoch)
+            });
+        self.era_early = later;
+        for (from, words, len) in mine {
+            let bytes: &[u8] = bytemuck::cast_slice(&words);
+            if let Ok(frame) = Frame::decode(&bytes[..len]) {
+                if let Err(error) = era.handle_frame(from, &frame, &mut self.outbox) {
+                    log_rejected(from, error);
+                }
+            }
+        }
+        self.era.push((epoch, era));
+        if self.era.len() > MAX_ERA_SERVICES {
+            self.era.remove(0);
+        }
+        self.after_handle(&mut OpStats::default())
+    }
+
+    /// The agreement service of `epoch`.
+    pub fn era(&self, epoch: u64) -> Option<&Era> {
+        self.era.iter().find(|(e, _)| *e == epoch).map(|(_, s)| s)
+    }
+
+    /// Acts on the agreement service of `epoch` (start an agreement, revoke) and sends what it
+    /// queued.
+    pub fn with_era<R>(
+        &mut self,
+        epoch: u64,
+        act: impl FnOnce(&mut Era, &mut Outbox) -> R,
+    ) -> Result<Option<R>, ExecError> {
+        let Some((_, era)) = self.era.iter_mut().find(|(e, _)| *e == epoch) else {
+            return Ok(None);
+        };
+        let result = act(era, &mut self.outbox);
+        self.after_handle(&mut OpStats::default())?;
+        Ok(Some(result))
+    }
+
+    /// Serves the transport until `done` holds for the agreement service of `epoch`, the time
+    /// limit passes, or the job shuts down. ERA needs no protocol of its own here: its frames
+    /// reach the service in every receive.
+    pub fn wait_era(
+        &mut self,
+        epoch: u64,
+        limit: Duration,
+        mut done: impl FnMut(&Era) -> bool,
+    ) -> Result<OpEnd, ExecError> {
+        let deadline = Instant::now() + limit;
+        let mut stats = OpStats::default();
+        // Each turn waits at most a millisecond when idle; the deadline bounds the loop.
+        loop {
+            if self.era(epoch).is_none_or(&mut done) {
+                return Ok(OpEnd::Completed);
+            }
+            if Instant::now() >= deadline {
+                return Ok(OpEnd::TimedOut);
+            }
+            if self.control.shutdown_requested() {
+                return Ok(OpEnd::Shutdown);
+            }
+            let mut progressed = false;
+            for rank in self.absorb_failures() {
+                self.notify_lingering(rank, &mut stats)?;
+                progressed = true;
+            }
+            self.after_handle(&mut stats)?;
+            progressed |= self.receive(&mut BetweenOperations, u64::MAX, &mut stats)? > 0;
+            self.transport.progress()?;
+            if !progressed && !self.era(epoch).is_none_or(&mut done) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                self.transport
+                    .wait(Some(left.min(Duration::from_millis(5))))?;
+            }
+        }
+    }
+
+    /// Makes operations fail with [`OpEnd::Revoked`] once the communicator of `epoch` is revoked.
+    pub fn watch_revoke(&mut self, epoch: u64) {
+        self.revoke_watch = Some(epoch);
+    }
+
+    /// Restricts later operations to `members` (world ranks, increasing): protocol rank i is
+    /// world rank `members[i]`.
+    pub fn set_group(&mut self, members: Vec<u32>) {
+        self.group = Some(members);
+    }
+
+    /// The member index of a world rank (itself without a group).
+    fn local(group: &Option<Vec<u32>>, world: u32) -> Option<u32> {
+        match group {
+            None => Some(world),
+            Some(members) => members.binary_search(&world).ok().map(|i| i as u32),
+        }
+    }
+
+    fn is_revoked(&self) -> bool {
+        self.revoke_watch.is_some_and(|e| self.revoked(e))
+    }
+
+    /// Whether the communicator of `epoch` was revoked (its operations must fail).
+    pub fn revoked(&self, epoch: u64) -> bool {
+        self.era(epoch).is_some_and(Era::is_revoked)
     }
 
     /// Runs one operation of `protocol` (already configured with `op_id`) on `input` until it
@@ -159,19 +318,11 @@ impl<T: Transport> Endpoint<T> {
         input: ValuesRef<'_>,
         limit: Duration,
     ) -> Result<(OpEnd, OpStats), ExecError> {
-        if self.faults.dies_at_op(op_index) {
-            tracing::warn!(
-                rank = self.me.0,
-                op = op_index,
-                "scripted kill at operation start"
-            );
-            // SIGKILL ourselves: the same death the launcher's reaper and survivors see.
-            let _ = rustix::process::kill_process(
-                rustix::process::getpid(),
-                rustix::process::Signal::KILL,
-            );
-        }
+        self.die_if_scripted(op_index);
         let mut stats = OpStats::default();
+        if self.is_revoked() {
+            return Ok((OpEnd::Revoked, stats));
+        }
         // One clock read serves the deadline and the protocol's start time.
         let begun = Instant::now();
         let deadline = begun + limit;
@@ -183,7 +334,10 @@ impl<T: Transport> Endpoint<T> {
         protocol.handle(start, Input::Start { data: input }, &mut self.outbox);
         self.after_handle(&mut stats)?;
         // Failures known before the operation are inputs like any other.
-        for &rank in &self.failed.clone() {
+        for &world in &self.failed.clone() {
+            let Some(rank) = Endpoint::<T>::local(&self.group, world) else {
+                continue;
+            };
             protocol.handle(
                 self.now(),
                 Input::PeerFailed { peer: Rank(rank) },
@@ -223,15 +377,20 @@ impl<T: Transport> Endpoint<T> {
                 // (its publish happened before the launcher reaped it and told us), and a
                 // collective that can complete with it should.
                 progressed |= self.receive(protocol, op_id, &mut stats)? > 0;
-                for rank in self.absorb_failures() {
-                    protocol.handle(
-                        self.now(),
-                        Input::PeerFailed { peer: Rank(rank) },
-                        &mut self.outbox,
-                    );
+                for world in self.absorb_failures() {
+                    if let Some(rank) = Endpoint::<T>::local(&self.group, world) {
+                        protocol.handle(
+                            self.now(),
+                            Input::PeerFailed { peer: Rank(rank) },
+                            &mut self.outbox,
+                        );
+                    }
                     self.after_handle(&mut stats)?;
-                    self.notify_lingering(rank, &mut stats)?;
+                    self.notify_lingering(world, &mut stats)?;
                     progressed = true;
+                }
+                if self.is_revoked() {
+                    return Ok((OpEnd::Revoked, stats));
                 }
             }
             if self.faults.has_state_flips() {
@@ -241,6 +400,9 @@ impl<T: Transport> Endpoint<T> {
                 }
             }
             progressed |= self.receive(protocol, op_id, &mut stats)? > 0;
+            if self.revoke_watch.is_some() && self.is_revoked() {
+                return Ok((OpEnd::Revoked, stats));
+            }
             if !self.timers.is_empty() {
                 let now = self.now();
                 // Each pass removes one due timer; the table is finite.
@@ -287,6 +449,9 @@ impl<T: Transport> Endpoint<T> {
             epoch,
             faults,
             lingering,
+            era,
+            era_early,
+            group,
             ..
         } = self;
         let mut handled = 0;
@@ -300,8 +465,38 @@ impl<T: Transport> Endpoint<T> {
                 (Time(elapsed.as_nanos() as u64), faults.slowdown(elapsed))
             });
             match Frame::decode(bytes) {
+                Ok(frame) if frame.header.algo == AlgoId::Era as u8 && !era.is_empty() => {
+                    let epoch = frame.header.op_id >> ERA_EPOCH_SHIFT;
+                    let ahead = era.iter().all(|(e, _)| *e < epoch);
+                    match era.iter_mut().find(|(e, _)| *e == epoch) {
+                        Some((_, service)) => {
+                            if let Err(error) = service.handle_frame(from, &frame, outbox) {
+                                stats.rejected += 1;
+                                log_rejected(from, error);
+                            }
+                        }
+                        None if ahead && era_early.len() < MAX_EARLY_FRAMES => {
+                            let mut words = vec![0u64; bytes.len().div_ceil(8)];
+                            bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()]
+                                .copy_from_slice(bytes);
+                            era_early.push((from, words, bytes.len()));
+                        }
+                        None => tracing::debug!(
+                            from = from.0,
+                            epoch,
+                            "agreement of a freed communicator"
+                        ),
+                    }
+                }
+                Ok(_) if Endpoint::<T>::local(group, from.0).is_none() => {
+                    tracing::debug!(
+                        from = from.0,
+                        "dropped a frame from outside the communicator"
+                    );
+                }
                 Ok(frame) if frame.header.op_id == op_id => {
                     stats.received += 1;
+                    let from = Rank(Endpoint::<T>::local(group, from.0).unwrap_or(from.0));
                     protocol.handle(now, Input::Message { from, frame }, outbox);
                     if let Some(delay) = slow {
                         std::thread::sleep(delay);
@@ -311,17 +506,20 @@ impl<T: Transport> Endpoint<T> {
                     let mut words = vec![0u64; bytes.len().div_ceil(8)];
                     bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()]
                         .copy_from_slice(bytes);
-                    early
-                        .entry(frame.header.op_id)
-                        .or_default()
-                        .push((from, words, bytes.len()));
+                    early.entry(frame.header.op_id).or_default().push((
+                        Rank(Endpoint::<T>::local(group, from.0).unwrap_or(from.0)),
+                        words,
+                        bytes.len(),
+                    ));
                     *early_count += 1;
                 }
                 Ok(frame) if frame.header.op_id < op_id => {
                     match lingering.iter_mut().find(|l| l.op_id == frame.header.op_id) {
-                        Some(l) => l
-                            .protocol
-                            .handle(now, Input::Message { from, frame }, outbox),
+                        Some(l) => {
+                            let from = Rank(Endpoint::<T>::local(group, from.0).unwrap_or(from.0));
+                            l.protocol
+                                .handle(now, Input::Message { from, frame }, outbox)
+                        }
                         None => {
                             tracing::debug!(
                                 from = from.0,
@@ -357,7 +555,10 @@ impl<T: Transport> Endpoint<T> {
     }
 
     /// Hands a failure notice to the finished operations still served.
-    fn notify_lingering(&mut self, rank: u32, stats: &mut OpStats) -> Result<(), ExecError> {
+    fn notify_lingering(&mut self, world: u32, stats: &mut OpStats) -> Result<(), ExecError> {
+        let Some(rank) = Endpoint::<T>::local(&self.group, world) else {
+            return Ok(());
+        };
         for i in 0..self.lingering.len() {
             let now = self.now();
             let protocol = &mut self.lingering[i].protocol;
@@ -435,6 +636,17 @@ impl<T: Transport> Endpoint<T> {
         for i in 0..self.outbox.send_count() {
             let Some((to, frame)) = self.outbox.send_at(i) else {
                 continue;
+            };
+            // Agreement services address world ranks; protocols of a shrunk communicator
+            // address member indices.
+            let to = match &self.group {
+                Some(members) if frame.get(3) != Some(&(AlgoId::Era as u8)) => {
+                    match members.get(to.index()) {
+                        Some(&world) => Rank(world),
+                        None => continue,
+                    }
+                }
+                _ => to,
             };
             stats.sent += 1;
             if self.failed.contains(&to.0) {

@@ -86,6 +86,7 @@ pub struct Era {
     returned_low: u64,
     returned_ahead: RankSetU64,
     revoked: bool,
+    id_base: u64,
     counters: Counters,
     children: Vec<u32>,
     trailer: Vec<u32>,
@@ -95,6 +96,16 @@ pub struct Era {
 type RankSetU64 = std::collections::BTreeSet<u64>;
 
 impl Era {
+    /// Numbers this communicator's agreements above `base` (`base + 1` is the first): a shrunk
+    /// communicator's service starts above its parent's so their frames never mix. Revoke
+    /// frames carry `base` as their id.
+    pub fn with_id_base(mut self, base: u64) -> Era {
+        self.gc_floor = base;
+        self.returned_low = base;
+        self.id_base = base;
+        self
+    }
+
     /// The service of rank `me` in a communicator of world ranks `0..n`.
     pub fn new(me: u32, n: u32, config: EraConfig) -> Era {
         Era::with_members(me, n, &[], config)
@@ -114,6 +125,7 @@ impl Era {
             returned_low: 0,
             returned_ahead: RankSetU64::new(),
             revoked: false,
+            id_base: 0,
             counters: Counters::default(),
             children: Vec::new(),
             trailer: Vec::new(),
@@ -625,7 +637,7 @@ impl Era {
         let header = FrameHeader::new(
             AlgoId::Era,
             EraKind::Revoke as u8,
-            OpId(0),
+            OpId(self.id_base),
             Rank(self.me),
             0,
         );

@@ -126,6 +126,7 @@ pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
         shm_fd: segment.as_ref().map(Segment::raw_fd),
         bind_ip: args.bind.clone(),
         ranks_per_node,
+        era_tree: args.era_tree.clone(),
         heartbeat_ms,
         // Spinning only pays when every rank has a core to spin on: this launcher starts all
         // ranks on this machine.

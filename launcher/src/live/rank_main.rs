@@ -65,6 +65,9 @@ enum Collective {
     CorrectedAllreduce(CorrectedOptions),
     CorrectedReduce(CorrectedOptions),
     CorrectedBcast(CorrectedOptions),
+    /// One agreement per operation on the contributors' set; a failure the agreement reports
+    /// is acknowledged and the communicator shrunk, as a ULFM application recovers.
+    EraAgree,
 }
 
 impl Collective {
@@ -80,6 +83,7 @@ impl Collective {
             "corrected-allreduce" => Collective::CorrectedAllreduce(options),
             "corrected-reduce" => Collective::CorrectedReduce(options),
             "corrected-bcast" => Collective::CorrectedBcast(options),
+            "era-agree" => Collective::EraAgree,
             _ => Collective::Rdb,
         }
     }
@@ -99,15 +103,59 @@ impl Collective {
                 Ok((comm.corrected_reduce(data, op, 0, o)?, root_only))
             }
             Collective::CorrectedBcast(o) => Ok((comm.corrected_bcast(data, 0, o)?, true)),
+            Collective::EraAgree => agree_once(comm, data),
         }
     }
+}
+
+/// One agreement: contributes this rank's bit of the job's rank set, writes the number of
+/// contributors the decision names into `data[0]`, and recovers from reported failures by
+/// acknowledging them and shrinking.
+fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<(Outcome, bool), CommError> {
+    let me = comm.world_rank();
+    let mut words = vec![0u64; comm.members().last().map_or(1, |r| *r as usize / 64 + 1)];
+    words[me as usize / 64] |= 1 << (me % 64);
+    let agreed = comm.agree_with(&words, ReduceOp::BitOr)?;
+    if agreed
+        .words
+        .get(me as usize / 64)
+        .is_none_or(|w| w & (1 << (me % 64)) == 0)
+    {
+        return Err(CommError::Config(format!(
+            "participation violated: rank {me} is missing from its own decision"
+        )));
+    }
+    if !agreed.unacknowledged.is_empty() {
+        comm.ack_failed();
+        let members = comm.shrink()?;
+        tracing::info!(members = members.len(), "shrunk after a failure");
+    }
+    let contributors: u32 = agreed.words.iter().map(|w| w.count_ones()).sum();
+    if let Some(first) = data.first_mut() {
+        *first = f64::from(contributors);
+    }
+    Ok((
+        Outcome {
+            excluded: comm
+                .failed_ranks()
+                .into_iter()
+                .map(ftcoll_algos::Rank)
+                .collect(),
+            messages: 0,
+        },
+        true,
+    ))
 }
 
 fn run(args: &RankArgs) -> Result<(), CommError> {
     let mut comm = Communicator::from_env()?;
     let op = ReduceOp::parse(&args.op).unwrap_or(ReduceOp::Sum);
     let input = InputKind::parse(&args.input).unwrap_or(InputKind::Uniform);
-    let mine = rank_inputs(input, comm.rank(), args.len, args.seed);
+    let mine = if args.algo == "era-agree" {
+        vec![0.0]
+    } else {
+        rank_inputs(input, comm.rank(), args.len, args.seed)
+    };
     let collective = Collective::from_args(args);
     if let Some(warmup) = args.bench_warmup {
         return bench(comm, collective, &mine, op, warmup, args.ops);

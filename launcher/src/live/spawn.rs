@@ -29,6 +29,8 @@ pub struct JobEnv {
     pub spin_us: u64,
     /// Fault specs, `;`-joined.
     pub faults: String,
+    /// The agreement tree (`--era-tree`).
+    pub era_tree: String,
 }
 
 /// Starts rank `rank` running `program args`.
@@ -54,6 +56,7 @@ pub fn spawn_rank(
         .env("FTCOLL_HEARTBEAT_MS", env.heartbeat_ms.to_string())
         .env("FTCOLL_SPIN_US", env.spin_us.to_string())
         .env("FTCOLL_FAULTS", &env.faults)
+        .env("FTCOLL_ERA_TREE", &env.era_tree)
         .stdin(Stdio::null());
     if let Some(fd) = env.shm_fd {
         command.env("FTCOLL_SHM_FD", fd.to_string());
