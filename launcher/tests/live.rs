@@ -180,14 +180,7 @@ fn a_node_failure_takes_exactly_the_ranks_of_that_node() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut failed: Vec<u64> = json["failures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["rank"].as_u64().unwrap())
-        .collect();
-    failed.sort_unstable();
-    assert_eq!(failed, [8, 9, 10, 11], "{json}");
+    assert_eq!(common::failed_ranks(&json), [8, 9, 10, 11], "{json}");
 }
 
 #[test]

@@ -18,13 +18,7 @@ fn assert_exact_at_every_survivor(out: &Output, json: &serde_json::Value, ops: u
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut failed: Vec<u64> = json["failures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["rank"].as_u64().unwrap())
-        .collect();
-    failed.sort_unstable();
+    let failed = common::failed_ranks(json);
     let expected: Vec<u64> = dead.iter().map(|&r| u64::from(r)).collect();
     assert_eq!(failed, expected, "{json}");
     assert_eq!(json["ops_ok_all_survivors"], ops, "{json}");

@@ -34,13 +34,7 @@ fn agreement_loop_survives_kills_and_shrinks_without_disagreement() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut failed: Vec<u64> = json["failures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["rank"].as_u64().unwrap())
-        .collect();
-    failed.sort_unstable();
+    let failed = common::failed_ranks(&json);
     assert_eq!(failed, vec![0, 1, 5, 11], "{json}");
     // Every agreement completed at every survivor, all decided alike, and each decision names
     // the survivors plus some of the ranks that died during it.

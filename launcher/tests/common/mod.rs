@@ -47,3 +47,13 @@ pub fn run_job(args: &[&str], name: &str, limit_s: u32) -> (Output, serde_json::
     std::fs::remove_file(&path).unwrap();
     (out, serde_json::from_str(&text).unwrap())
 }
+
+/// The ranks a report lists as failed, increasing.
+pub fn failed_ranks(json: &serde_json::Value) -> Vec<u64> {
+    let mut failed: Vec<u64> = json["failures"]
+        .as_array()
+        .map(|list| list.iter().filter_map(|f| f["rank"].as_u64()).collect())
+        .unwrap_or_default();
+    failed.sort_unstable();
+    failed
+}

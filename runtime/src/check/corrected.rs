@@ -58,6 +58,17 @@ pub struct ScheduledFailure {
     pub at: u64,
 }
 
+/// The simulator's kill faults of a schedule.
+pub(crate) fn kill_faults(failures: &[ScheduledFailure]) -> Vec<FaultSpec> {
+    failures
+        .iter()
+        .map(|f| FaultSpec::Kill {
+            rank: Rank(f.rank),
+            at: KillTime::At(FaultTime::Steps(f.at)),
+        })
+        .collect()
+}
+
 /// One checked run: the operation, its shape and its fault schedule.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckCase {
@@ -144,14 +155,7 @@ impl CheckCase {
     }
 
     fn config(&self) -> SimConfig {
-        let mut faults: Vec<FaultSpec> = self
-            .failures
-            .iter()
-            .map(|f| FaultSpec::Kill {
-                rank: Rank(f.rank),
-                at: KillTime::At(FaultTime::Steps(f.at)),
-            })
-            .collect();
+        let mut faults = kill_faults(&self.failures);
         if self.spread > 0 {
             faults.push(FaultSpec::Spread(Spread::Uniform(FaultTime::Steps(
                 self.spread,

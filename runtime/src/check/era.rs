@@ -11,8 +11,8 @@ use ftcoll_algos::protocol::Phase;
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::{Protocol, Rank, ReduceOp};
 
-use super::corrected::ScheduledFailure;
-use crate::faults::{FaultSpec, FaultTime, KillTime, Spread};
+use super::corrected::{kill_faults, ScheduledFailure};
+use crate::faults::{FaultSpec, FaultTime, Spread};
 use crate::job::{Algorithm, JobSpec};
 use crate::sim::{DetectorModel, SimConfig, SimReport, Simulation};
 
@@ -116,14 +116,7 @@ impl EraCase {
     }
 
     fn config(&self) -> SimConfig {
-        let mut faults: Vec<FaultSpec> = self
-            .failures
-            .iter()
-            .map(|f| FaultSpec::Kill {
-                rank: Rank(f.rank),
-                at: KillTime::At(FaultTime::Steps(f.at)),
-            })
-            .collect();
+        let mut faults = kill_faults(&self.failures);
         if let Some((node, at)) = self.node_failure {
             faults.push(FaultSpec::KillNode {
                 node,
