@@ -414,6 +414,12 @@ impl Communicator {
         self.acked.len()
     }
 
+    /// Agreement frames this rank has sent so far in its live communicators (a frame count for
+    /// reports; an agreement's own is the difference around it, within one communicator).
+    pub fn agreement_messages(&self) -> u64 {
+        self.endpoint.era_messages_sent()
+    }
+
     /// The failures this rank acknowledged (world ranks).
     pub fn acked_failed(&self) -> Vec<u32> {
         self.acked.as_slice().to_vec()

@@ -280,6 +280,14 @@ impl<T: Transport> Endpoint<T> {
         }
     }
 
+    /// Frames the agreement services still held have sent (for per-operation counts).
+    pub fn era_messages_sent(&self) -> u64 {
+        self.era
+            .iter()
+            .map(|(_, s)| s.counters().messages_sent)
+            .sum()
+    }
+
     /// Makes operations fail with [`OpEnd::Revoked`] once the communicator of `epoch` is revoked.
     pub fn watch_revoke(&mut self, epoch: u64) {
         self.revoke_watch = Some(epoch);

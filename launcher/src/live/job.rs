@@ -367,6 +367,19 @@ impl Loop {
     }
 
     fn close_conn(&mut self, poll: &mut Poll, index: usize, why: Option<String>) {
+        // What a rank sent before its connection broke still counts: when a write to a rank
+        // that just exited fails first, its last message (often Finished) is still unread.
+        let registered = &self.registered_pids;
+        let pending = match self.conns.get_mut(index).and_then(Option::as_mut) {
+            Some(conn) if conn.rank.is_some() => {
+                conn.read(&self.secret, self.ranks.len() as u32, registered)
+                    .0
+            }
+            _ => Vec::new(),
+        };
+        for request in pending {
+            self.handle(index, request);
+        }
         if let Some(mut conn) = self.conns.get_mut(index).and_then(Option::take) {
             let _ = poll.registry().deregister(&mut conn.stream);
             if let Some(why) = why {

@@ -115,7 +115,9 @@ fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<(Outcome, boo
     let me = comm.world_rank();
     let mut words = vec![0u64; comm.members().last().map_or(1, |r| *r as usize / 64 + 1)];
     words[me as usize / 64] |= 1 << (me % 64);
+    let sent_before = comm.agreement_messages();
     let agreed = comm.agree_with(&words, ReduceOp::BitOr)?;
+    let messages = comm.agreement_messages().saturating_sub(sent_before);
     if agreed
         .words
         .get(me as usize / 64)
@@ -141,7 +143,7 @@ fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<(Outcome, boo
                 .into_iter()
                 .map(ftcoll_algos::Rank)
                 .collect(),
-            messages: 0,
+            messages,
         },
         true,
     ))

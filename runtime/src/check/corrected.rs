@@ -69,6 +69,27 @@ pub(crate) fn kill_faults(failures: &[ScheduledFailure]) -> Vec<FaultSpec> {
         .collect()
 }
 
+/// A checked run's simulator set-up: `faults`, start times spread on [0, spread], and a perfect
+/// detector with the given delay.
+pub(crate) fn checked_config(
+    seed: u64,
+    mut faults: Vec<FaultSpec>,
+    spread: u64,
+    detect_delay: u64,
+) -> SimConfig {
+    if spread > 0 {
+        faults.push(FaultSpec::Spread(Spread::Uniform(FaultTime::Steps(spread))));
+    }
+    SimConfig {
+        seed,
+        detector: DetectorModel::Perfect {
+            delay_steps: detect_delay,
+        },
+        faults,
+        ..SimConfig::default()
+    }
+}
+
 /// One checked run: the operation, its shape and its fault schedule.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckCase {
@@ -155,20 +176,12 @@ impl CheckCase {
     }
 
     fn config(&self) -> SimConfig {
-        let mut faults = kill_faults(&self.failures);
-        if self.spread > 0 {
-            faults.push(FaultSpec::Spread(Spread::Uniform(FaultTime::Steps(
-                self.spread,
-            ))));
-        }
-        SimConfig {
-            seed: self.seed,
-            detector: DetectorModel::Perfect {
-                delay_steps: self.detect_delay,
-            },
-            faults,
-            ..SimConfig::default()
-        }
+        checked_config(
+            self.seed,
+            kill_faults(&self.failures),
+            self.spread,
+            self.detect_delay,
+        )
     }
 
     /// Messages of a failure-free run: 001 Theorem 5 for reduce, `n - 1` plus the correction

@@ -11,10 +11,10 @@ use ftcoll_algos::protocol::Phase;
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::{Protocol, Rank, ReduceOp};
 
-use super::corrected::{kill_faults, ScheduledFailure};
-use crate::faults::{FaultSpec, FaultTime, Spread};
+use super::corrected::{checked_config, kill_faults, ScheduledFailure};
+use crate::faults::{FaultSpec, FaultTime};
 use crate::job::{Algorithm, JobSpec};
-use crate::sim::{DetectorModel, SimConfig, SimReport, Simulation};
+use crate::sim::{SimConfig, SimReport, Simulation};
 
 /// One checked run.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,19 +123,9 @@ impl EraCase {
                 at: FaultTime::Steps(at),
             });
         }
-        if self.spread > 0 {
-            faults.push(FaultSpec::Spread(Spread::Uniform(FaultTime::Steps(
-                self.spread,
-            ))));
-        }
         SimConfig {
-            seed: self.seed,
-            detector: DetectorModel::Perfect {
-                delay_steps: self.detect_delay,
-            },
-            faults,
             ranks_per_node: self.ranks_per_node,
-            ..SimConfig::default()
+            ..checked_config(self.seed, faults, self.spread, self.detect_delay)
         }
     }
 
