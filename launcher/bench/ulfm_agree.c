@@ -4,7 +4,7 @@
  *
  *   ulfm_agree latency ITERS WARMUP
  *       prints  median_us X p99_us Y wrong W
- *   ulfm_agree failure ITERS WARMUP VICTIM
+ *   ulfm_agree failure ITERS WARMUP VICTIMS      (VICTIMS: a rank or a comma list, e.g. 4,5,6,7)
  *       prints  detect_us A stabilize_us B stabilize_count C post_median_us D
  *
  * Run under `mpiexec --with-ft ulfm` (see ULFM.md beside this file).
@@ -101,15 +101,15 @@ static int run_latency(int iters, int warmup, int rank, int size) {
 
 /* failure: after Herault et al., SC'15 (Fig. 3): one rank dies, and the survivors time the
  * agreement that discovers the death, the agreements that settle it, and agreements after. */
-static int run_failure(int iters, int warmup, int victim, int rank) {
+static int run_failure(int iters, int warmup, int is_victim, int victims, int rank) {
     for (int i = 0; i < warmup; i++) {
         int flag = 1;
         MPIX_Comm_agree(MPI_COMM_WORLD, &flag);
     }
-    /* The last warmup agreement lines every rank up; the victim dies right after it, so the
+    /* The last warmup agreement lines every rank up; the victims die right after it, so the
      * survivors' detecting agreement starts at (nearly) the moment of the failure and its
      * time includes the whole failure-detection latency. */
-    if (rank == victim) {
+    if (is_victim) {
         raise(SIGKILL);
         pause(); /* not reached */
     }
@@ -131,7 +131,7 @@ static int run_failure(int iters, int warmup, int victim, int rank) {
      * own runtime has been told of the death. Its ack then acknowledges nothing, the next
      * agreement may still succeed, and when the notice lands later every agreement after it
      * fails again. So each survivor also contributes, in the agreed flag, whether it has itself
-     * acknowledged the injected failure (exactly one here); the AND and the return code are
+     * acknowledged every injected failure; the AND and the return code are
      * both the same at every survivor, so all leave the loop in the same round and the
      * agreement sequences stay matched. */
     double stabilize = 0.0;
@@ -144,7 +144,7 @@ static int run_failure(int iters, int warmup, int victim, int rank) {
         MPIX_Comm_failure_get_acked(MPI_COMM_WORLD, &acked);
         MPI_Group_size(acked, &nacked);
         MPI_Group_free(&acked);
-        flag = nacked >= 1;
+        flag = nacked >= victims;
         start = MPI_Wtime();
         rc = MPIX_Comm_agree(MPI_COMM_WORLD, &flag);
         stabilize += MPI_Wtime() - start;
@@ -231,13 +231,28 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "latency") == 0) {
         status = run_latency(iters, warmup, rank, size);
     } else if (strcmp(argv[1], "failure") == 0) {
-        int victim = argc > 4 ? atoi(argv[4]) : size - 1;
-        if (size < 2 || victim < 0 || victim >= size) {
-            if (rank == 0) fprintf(stderr, "failure mode needs >= 2 ranks and 0 <= VICTIM < %d\n", size);
+        /* VICTIMS: distinct ranks, comma-separated; at least one rank survives. */
+        int victims = 0, is_victim = 0, bad = size < 2;
+        char *list = argc > 4 ? argv[4] : NULL;
+        char last[16];
+        if (!list) {
+            snprintf(last, sizeof last, "%d", size - 1);
+            list = last;
+        }
+        for (char *item = strtok(list, ","); item && !bad; item = strtok(NULL, ",")) {
+            char *end;
+            long v = strtol(item, &end, 10);
+            bad = *end != '\0' || v < 0 || v >= size;
+            victims++;
+            is_victim |= v == rank;
+        }
+        if (bad || victims == 0 || victims >= size) {
+            if (rank == 0)
+                fprintf(stderr, "failure mode needs >= 2 ranks and VICTIMS: fewer than %d distinct ranks below %d, comma-separated\n", size, size);
             MPI_Finalize();
             return 2;
         }
-        status = run_failure(iters, warmup, victim, rank);
+        status = run_failure(iters, warmup, is_victim, victims, rank);
         const char *grace = getenv("ULFM_AGREE_FINALIZE_GRACE");
         signal(SIGALRM, finalize_timed_out);
         alarm(grace ? (unsigned)atoi(grace) : 5u);

@@ -28,7 +28,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "sim" => bench_sim(args),
         "allreduce" => crate::bench_allreduce::run(args),
         "corrected" => crate::bench_allreduce::run_corrected(args),
-        other => bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected"),
+        "era" => crate::bench_era::run(args),
+        other => bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected, era"),
     }
 }
 
@@ -46,7 +47,7 @@ fn rss_bytes() -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
-fn median(values: &mut [f64]) -> f64 {
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let mid = values.len() / 2;
     if values.len() % 2 == 1 {

@@ -64,7 +64,7 @@ fn on_path(program: &str) -> bool {
 }
 
 /// Runs `command` with a time limit; returns its stdout.
-fn run_bounded(command: &mut Command, what: &str) -> anyhow::Result<String> {
+pub fn run_bounded(command: &mut Command, what: &str) -> anyhow::Result<String> {
     let mut child = command
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -143,84 +143,42 @@ pub struct FtcollCase {
     pub algo: &'static str,
     /// `--tolerate`.
     pub tolerate: u32,
-    /// Ranks SIGKILLed at the start of the first (warm-up) operation.
+    /// Ranks SIGKILLed at the start of operation `dies_at_op`.
     pub dead: Vec<u32>,
+    /// The operation (counting the warm-up) at whose start the dead ranks die.
+    pub dies_at_op: u64,
+    /// More launcher flags (e.g. `--ranks-per-node`).
+    pub launcher_args: Vec<String>,
+    /// More flags of the rank processes (e.g. `--bench-failure`).
+    pub rank_args: Vec<String>,
 }
 
 impl FtcollCase {
-    fn rdb() -> FtcollCase {
+    /// A failure-free case of `algo`.
+    pub fn plain(label: &str, algo: &'static str) -> FtcollCase {
         FtcollCase {
-            label: "ftcoll".into(),
-            algo: "rdb",
+            label: label.into(),
+            algo,
             tolerate: 0,
             dead: Vec::new(),
+            dies_at_op: 0,
+            launcher_args: Vec::new(),
+            rank_args: Vec::new(),
         }
+    }
+
+    fn rdb() -> FtcollCase {
+        FtcollCase::plain("ftcoll", "rdb")
     }
 }
 
 /// Times `case` at `n` ranks: per operation the slowest surviving rank, median and p99.
 pub fn ftcoll_run(case: &FtcollCase, n: u32, iters: u32, warmup: u32) -> anyhow::Result<Latency> {
-    let faults: Vec<String> = case
-        .dead
-        .iter()
-        .map(|r| format!("kill:rank={r},op=0"))
-        .collect();
-    let mut argv: Vec<String> = ["ftcoll-launch", "-n", &n.to_string(), "--no-tui"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    argv.extend(["--timeout-s".into(), "180".into()]);
-    for fault in &faults {
-        argv.extend(["--fault".into(), fault.clone()]);
+    let survivors = ftcoll_timings(case, n, iters, warmup)?;
+    if survivors.iter().any(|t| t.len() != iters as usize) {
+        bail!("the ftcoll benchmark job lost timings");
     }
-    let cli = Cli::try_parse_from(&argv)?;
-    let parsed_faults = faults
-        .iter()
-        .map(|f| ftcoll_runtime::faults::FaultSpec::parse(f))
-        .collect::<Result<Vec<_>, _>>()?;
-    let exe = std::env::current_exe()?;
-    let spec = crate::live::LiveSpec {
-        args: &cli.run,
-        program: exe.to_string_lossy().into_owned(),
-        program_args: [
-            "__rank",
-            "--algo",
-            case.algo,
-            "--tolerate",
-            &case.tolerate.to_string(),
-            "--op",
-            "sum",
-            "--input",
-            "rank",
-            "--len",
-            "1",
-            "--seed",
-            "1",
-            "--ops",
-            &iters.to_string(),
-            "--bench-warmup",
-            &warmup.to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        builtin: true,
-        transport: ftcoll_runtime::transport::TransportKind::Shm,
-        faults: parsed_faults,
-    };
-    let outcome = crate::live::run(&spec)?;
-    let survivors: Vec<&Vec<u64>> = outcome
-        .timings
-        .iter()
-        .filter(|t| t.len() == iters as usize)
-        .collect();
-    if outcome.failures.len() != case.dead.len() || survivors.len() + case.dead.len() != n as usize
-    {
-        bail!("the ftcoll benchmark job lost ranks or timings");
-    }
-    let mut slowest: Vec<f64> = (0..iters as usize)
-        .map(|i| survivors.iter().map(|t| t[i]).max().unwrap_or(0) as f64 / 1e3)
-        .collect();
+    let mut slowest = slowest_per_op(&survivors, 0);
     slowest.sort_by(f64::total_cmp);
     Ok(Latency {
         implementation: case.label.clone(),
@@ -231,8 +189,93 @@ pub fn ftcoll_run(case: &FtcollCase, n: u32, iters: u32, warmup: u32) -> anyhow:
     })
 }
 
+/// Per operation from index `skip` on, the slowest rank's time in microseconds.
+pub fn slowest_per_op(timings: &[Vec<u64>], skip: usize) -> Vec<f64> {
+    let ops = timings.iter().map(Vec::len).min().unwrap_or(0);
+    (skip..ops)
+        .map(|i| timings.iter().map(|t| t[i]).max().unwrap_or(0) as f64 / 1e3)
+        .collect()
+}
+
+/// Runs `case` at `n` ranks in benchmark mode; returns the timings every survivor reported.
+pub fn ftcoll_timings(
+    case: &FtcollCase,
+    n: u32,
+    iters: u32,
+    warmup: u32,
+) -> anyhow::Result<Vec<Vec<u64>>> {
+    let faults: Vec<String> = case
+        .dead
+        .iter()
+        .map(|r| format!("kill:rank={r},op={}", case.dies_at_op))
+        .collect();
+    let mut argv: Vec<String> = ["ftcoll-launch", "-n", &n.to_string(), "--no-tui"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    argv.extend(["--timeout-s".into(), "180".into()]);
+    for fault in &faults {
+        argv.extend(["--fault".into(), fault.clone()]);
+    }
+    argv.extend(case.launcher_args.iter().cloned());
+    let cli = Cli::try_parse_from(&argv)?;
+    let parsed_faults = faults
+        .iter()
+        .map(|f| ftcoll_runtime::faults::FaultSpec::parse(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let exe = std::env::current_exe()?;
+    let mut program_args: Vec<String> = [
+        "__rank",
+        "--algo",
+        case.algo,
+        "--tolerate",
+        &case.tolerate.to_string(),
+        "--op",
+        "sum",
+        "--input",
+        "rank",
+        "--len",
+        "1",
+        "--seed",
+        "1",
+        "--ops",
+        &iters.to_string(),
+        "--bench-warmup",
+        &warmup.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    program_args.extend(case.rank_args.iter().cloned());
+    let spec = crate::live::LiveSpec {
+        args: &cli.run,
+        program: exe.to_string_lossy().into_owned(),
+        program_args,
+        builtin: true,
+        transport: ftcoll_runtime::transport::TransportKind::Shm,
+        faults: parsed_faults,
+    };
+    let outcome = crate::live::run(&spec)?;
+    let survivors: Vec<Vec<u64>> = outcome
+        .timings
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .collect();
+    if outcome.failures.len() != case.dead.len() || survivors.len() + case.dead.len() != n as usize
+    {
+        bail!(
+            "the ftcoll benchmark job lost ranks: {} failures for {} victims, {} of {} ranks reported",
+            outcome.failures.len(),
+            case.dead.len(),
+            survivors.len(),
+            n
+        );
+    }
+    Ok(survivors)
+}
+
 /// Parses `--sizes`, each at least `min`.
-fn parse_sizes(text: &str, min: u32) -> anyhow::Result<Vec<u32>> {
+pub fn parse_sizes(text: &str, min: u32) -> anyhow::Result<Vec<u32>> {
     let sizes: Vec<u32> = text
         .split(',')
         .map(|s| {
@@ -343,7 +386,7 @@ fn print_table(rows: &[Latency], sizes: &[u32]) {
     }
 }
 
-fn tempdir() -> anyhow::Result<PathBuf> {
+pub fn tempdir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("ftcoll-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(dir)
@@ -359,22 +402,18 @@ pub fn run_corrected(args: &BenchArgs) -> anyhow::Result<()> {
         let cases = [
             FtcollCase::rdb(),
             FtcollCase {
-                label: "corrected f=1".into(),
-                algo: "corrected-allreduce",
                 tolerate: 1,
-                dead: Vec::new(),
+                ..FtcollCase::plain("corrected f=1", "corrected-allreduce")
             },
             FtcollCase {
-                label: "corrected f=2, 2 dead".into(),
-                algo: "corrected-allreduce",
                 tolerate: 2,
                 dead: vec![n - 1, n / 2],
+                ..FtcollCase::plain("corrected f=2, 2 dead", "corrected-allreduce")
             },
             FtcollCase {
-                label: "corrected f=2, root 0 dead".into(),
-                algo: "corrected-allreduce",
                 tolerate: 2,
                 dead: vec![0, n / 2],
+                ..FtcollCase::plain("corrected f=2, root 0 dead", "corrected-allreduce")
             },
         ];
         for case in &cases {

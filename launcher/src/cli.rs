@@ -62,8 +62,10 @@ pub enum Command {
 /// Flags of `ftcoll-launch bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// What to measure: `sim` (simulator events per second and bytes per rank) or `allreduce`
-    /// (8-byte allreduce latency on real processes, beside Open MPI and MPICH).
+    /// What to measure: `sim` (simulator events per second and bytes per rank), `allreduce`
+    /// (8-byte allreduce latency on real processes, beside Open MPI and MPICH), `corrected`
+    /// (corrected-tree allreduce beside rdb, with dead ranks), or `era` (agreement latency
+    /// beside the allreduce and ULFM, and the cost of a failure by the failed rank's role).
     pub name: String,
     /// Ranks for `allreduce`, comma-separated.
     #[arg(long, default_value = "2,4,8,16")]
@@ -80,6 +82,18 @@ pub struct BenchArgs {
     /// Repetitions; the median is reported.
     #[arg(long, default_value_t = 5)]
     pub repeat: u32,
+    /// Agreement tree of `era` (bin, star, string, or X/Y over nodes of --ranks-per-node).
+    #[arg(long, default_value = "bin/bin")]
+    pub era_tree: String,
+    /// Ranks per node of `era`'s tree and of its failure roles (node master, whole node).
+    #[arg(long, default_value_t = 4)]
+    pub ranks_per_node: u32,
+    /// Ranks of `era`'s failure runs.
+    #[arg(long, default_value_t = 16)]
+    pub failure_n: u32,
+    /// Where Open MPI 5 with ULFM is installed, for `era`'s side-by-side figures.
+    #[arg(long, default_value = "/opt/ulfm")]
+    pub ulfm_prefix: PathBuf,
     /// Write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,

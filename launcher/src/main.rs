@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_allreduce;
+mod bench_era;
 mod cli;
 mod live;
 mod report;

@@ -71,3 +71,59 @@ fn failure_free_agreements_name_every_rank() {
     assert_eq!(json["ops_ok_all_ranks"], 300, "{json}");
     assert_eq!(json["max_rel_error"], 0.0, "{json}");
 }
+
+/// `bench era` end to end (ftcoll's side; the ULFM prefix points nowhere, so that side is
+/// skipped with a note): every role's failure run completes, the detecting agreement reports
+/// the failure and a single acknowledge-and-agree round settles it, at every survivor.
+#[test]
+fn bench_era_measures_every_failure_role() {
+    let _job = common::serialize();
+    let path = common::scratch("bench_era.json");
+    let out = common::launcher()
+        .args([
+            "bench", "era", "--sizes", "4", "--iters", "50", "--warmup", "10",
+        ])
+        .args(["--repeat", "1", "--failure-n", "8", "--ranks-per-node", "2"])
+        .args(["--ulfm-prefix", "/nonexistent/ulfm", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("ULFM not installed"), "{stderr}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let latency = json["latency"].as_array().unwrap();
+    let implementations: Vec<&str> = latency
+        .iter()
+        .map(|r| r["implementation"].as_str().unwrap())
+        .collect();
+    assert_eq!(implementations, ["era", "rdb"], "{json}");
+    assert!(latency
+        .iter()
+        .all(|r| r["median_us"].as_f64().unwrap() > 0.0));
+    let failure = json["failure"].as_array().unwrap();
+    let roles: Vec<&str> = failure
+        .iter()
+        .map(|r| r["role"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "root",
+            "child of root",
+            "node master",
+            "child of master",
+            "whole node"
+        ]
+    );
+    for row in failure {
+        assert_eq!(row["runs_ok"], 1, "{row}");
+        let figures = &row["figures"];
+        assert_eq!(figures["stabilize_count"], 1.0, "{row}");
+        assert!(figures["detect_us"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(figures["post_median_us"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    assert_eq!(failure[4]["role"]["victims"], serde_json::json!([2, 3]));
+}

@@ -378,6 +378,7 @@ impl Communicator {
             })?
             .flatten()
             .ok_or(CommError::Shutdown)?;
+        self.endpoint.learn_agreed_failures(&agreed.failed)?;
         Ok(agreed)
     }
 

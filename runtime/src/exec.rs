@@ -163,16 +163,40 @@ impl<T: Transport> Endpoint<T> {
             return fresh;
         }
         for (rank, cause) in self.control.take_failures() {
-            if self.failed.insert(rank) {
+            if self.learn_failed(rank) {
                 tracing::debug!(rank, cause = cause.name(), "peer failed");
-                self.transport.peer_failed(Rank(rank));
-                for (_, era) in &mut self.era {
-                    era.peer_failed(rank, &mut self.outbox);
-                }
                 fresh.push(rank);
             }
         }
         fresh
+    }
+
+    /// Records that `rank` is dead; false if it was known. Besides the launcher's notices, an
+    /// agreement's decided failed set is a source: only dead ranks ever enter one (fail-stop),
+    /// and learning them from the decision means an `ack_failed` right after an agreement that
+    /// reported them acknowledges them even if the launcher's notice is still on its way.
+    fn learn_failed(&mut self, rank: u32) -> bool {
+        if rank == self.me.0 || !self.failed.insert(rank) {
+            return false;
+        }
+        self.transport.peer_failed(Rank(rank));
+        for (_, era) in &mut self.era {
+            era.peer_failed(rank, &mut self.outbox);
+        }
+        true
+    }
+
+    /// Learns the ranks of an agreement's decided failed set (see `learn_failed`) between
+    /// operations, and sends what the agreement services say in return.
+    pub fn learn_agreed_failures(&mut self, ranks: &[u32]) -> Result<(), ExecError> {
+        let mut any = false;
+        for &rank in ranks {
+            any |= self.learn_failed(rank);
+        }
+        if any {
+            self.after_handle(&mut OpStats::default())?;
+        }
+        Ok(())
     }
 
     /// SIGKILLs this process if a scripted fault kills it at the start of operation

@@ -45,6 +45,11 @@ pub struct RankArgs {
     /// once at the end.
     #[arg(long)]
     pub bench_warmup: Option<u64>,
+    /// Benchmark mode of `era-agree` after 002 Fig. 3: the ranks the launcher's faults kill die
+    /// at the first operation after the warm-up; the survivors time the detecting agreement,
+    /// the stabilizing ones and `ops` post-failure ones.
+    #[arg(long)]
+    pub bench_failure: bool,
 }
 
 /// Runs one rank of the built-in job.
@@ -160,6 +165,9 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
     };
     let collective = Collective::from_args(args);
     if let Some(warmup) = args.bench_warmup {
+        if args.bench_failure {
+            return bench_failure(comm, warmup, args.ops);
+        }
         return bench(comm, collective, &mine, op, warmup, args.ops);
     }
     for index in 0..args.ops {
@@ -209,6 +217,53 @@ fn bench(
         let started = Instant::now();
         collective.run(&mut comm, &mut data, op)?;
         nanos.push(started.elapsed().as_nanos() as u64);
+    }
+    comm.report_timings(nanos)?;
+    comm.finish()
+}
+
+/// More stabilizing agreements than this means the failed set never settles; give up.
+const MAX_STABILIZING: u64 = 1000;
+
+/// 002 Fig. 3 on this rank: warm-up agreements; then (the victims die at the next operation's
+/// start) the detecting agreement, acknowledge-and-agree until no failure is unacknowledged,
+/// one untimed agreement to line the survivors up, and `ops` timed post-failure agreements on
+/// the same communicator. Reports `[detect, stabilizing total, stabilizing count, post...]`
+/// in nanoseconds.
+fn bench_failure(mut comm: Communicator, warmup: u64, ops: u64) -> Result<(), CommError> {
+    let all = [u64::MAX];
+    for _ in 0..warmup {
+        comm.agree_with(&all, ReduceOp::BitAnd)?;
+    }
+    let started = Instant::now();
+    let mut agreed = comm.agree_with(&all, ReduceOp::BitAnd)?;
+    let detect = started.elapsed().as_nanos() as u64;
+    let mut stabilizing = 0u64;
+    let mut count = 0u64;
+    while !agreed.unacknowledged.is_empty() {
+        if count == MAX_STABILIZING {
+            return Err(CommError::Config(format!(
+                "no stable failed set after {MAX_STABILIZING} agreements"
+            )));
+        }
+        comm.ack_failed();
+        let started = Instant::now();
+        agreed = comm.agree_with(&all, ReduceOp::BitAnd)?;
+        stabilizing += started.elapsed().as_nanos() as u64;
+        count += 1;
+    }
+    comm.agree_with(&all, ReduceOp::BitAnd)?;
+    let mut nanos = Vec::with_capacity(ops as usize + 3);
+    nanos.extend([detect, stabilizing, count]);
+    for _ in 0..ops {
+        let started = Instant::now();
+        let agreed = comm.agree_with(&all, ReduceOp::BitAnd)?;
+        nanos.push(started.elapsed().as_nanos() as u64);
+        if agreed.words != all || !agreed.unacknowledged.is_empty() {
+            return Err(CommError::Config(
+                "a post-failure agreement decided a wrong value or a new failure".into(),
+            ));
+        }
     }
     comm.report_timings(nanos)?;
     comm.finish()
