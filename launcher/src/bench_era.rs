@@ -326,6 +326,47 @@ fn failure_row(
     }
 }
 
+/// The three implementations at `n` ranks, `--repeat` runs each, interleaved so that the
+/// machine's slow spells fall on all alike; each figure is the median of the runs' figures.
+fn latency_rows(args: &BenchArgs, ulfm: Option<&Ulfm>, n: u32) -> anyhow::Result<Vec<Latency>> {
+    let era = FtcollCase {
+        launcher_args: tree_args(args),
+        ..FtcollCase::plain("era", "era-agree")
+    };
+    let rdb = FtcollCase::plain("rdb", "rdb");
+    let kinds = if ulfm.is_some() { 3 } else { 2 };
+    let mut runs: Vec<Vec<Latency>> = vec![Vec::new(); kinds];
+    for i in 0..args.repeat as usize {
+        eprintln!("n = {n}: latency run {}/{}", i + 1, args.repeat);
+        // The order rotates, so that whatever a run leaves behind (page cache, a busy
+        // scheduler) weighs on the next implementation in turn, never always on the same one.
+        for kind in (0..kinds).map(|k| (k + i) % kinds) {
+            let row = match (kind, ulfm) {
+                (0, _) => ftcoll_run(&era, n, args.iters, args.warmup)?,
+                (1, _) => ftcoll_run(&rdb, n, args.iters, args.warmup)?,
+                (_, Some(ulfm)) => ulfm.latency(n, args.iters, args.warmup),
+                (_, None) => continue,
+            };
+            runs[kind].push(row);
+        }
+    }
+    Ok(runs.iter().map(|r| median_latency(r)).collect())
+}
+
+/// The median of the runs' medians and of their p99s, over the runs that gave figures.
+fn median_latency(runs: &[Latency]) -> Latency {
+    let mut medians: Vec<f64> = runs.iter().filter_map(|r| r.median_us).collect();
+    let mut p99s: Vec<f64> = runs.iter().filter_map(|r| r.p99_us).collect();
+    let figure = |values: &mut Vec<f64>| (!values.is_empty()).then(|| crate::bench::median(values));
+    Latency {
+        implementation: runs[0].implementation.clone(),
+        n: runs[0].n,
+        median_us: figure(&mut medians),
+        p99_us: figure(&mut p99s),
+        note: runs.iter().find_map(|r| r.note.clone()),
+    }
+}
+
 /// Runs `bench era`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let sizes = parse_sizes(&args.sizes, 2)?;
@@ -339,28 +380,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let ulfm = Ulfm::build(&args.ulfm_prefix, &dir);
     let mut latency = Vec::new();
     for &n in &sizes {
-        eprintln!(
-            "n = {n}: ftcoll agreement, ftcoll allreduce{}",
-            if ulfm.is_some() {
-                ", ULFM agreement"
-            } else {
-                ""
-            }
-        );
-        let era = FtcollCase {
-            launcher_args: tree_args(args),
-            ..FtcollCase::plain("era", "era-agree")
-        };
-        latency.push(ftcoll_run(&era, n, args.iters, args.warmup)?);
-        latency.push(ftcoll_run(
-            &FtcollCase::plain("rdb", "rdb"),
-            n,
-            args.iters,
-            args.warmup,
-        )?);
-        if let Some(ulfm) = &ulfm {
-            latency.push(ulfm.latency(n, args.iters, args.warmup));
-        }
+        latency.extend(latency_rows(args, ulfm.as_ref(), n)?);
     }
     let mut failure = Vec::new();
     for role in &roles {
