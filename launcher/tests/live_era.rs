@@ -127,3 +127,70 @@ fn bench_era_measures_every_failure_role() {
     }
     assert_eq!(failure[4]["role"]["victims"], serde_json::json!([2, 3]));
 }
+
+/// splitmix64: the test's own reproducible draws (no global RNG, no extra dependency).
+fn draw(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The stress loop of 002 Sec. 4 with victims drawn at random: per seed, the rank count, the
+/// tree, how many ranks die (up to a third), which, and at which agreement. Every failure is
+/// acknowledged and the communicator shrunk; every agreement must complete at every survivor
+/// with one decision. `FTCOLL_ERA_STRESS_SEEDS=A..B` runs other seeds.
+#[test]
+fn agreement_loop_survives_random_kills() {
+    let seeds = std::env::var("FTCOLL_ERA_STRESS_SEEDS")
+        .ok()
+        .and_then(|s| {
+            let (a, b) = s.split_once("..")?;
+            Some(a.parse::<u64>().ok()?..b.parse::<u64>().ok()?)
+        })
+        .unwrap_or(1..4);
+    const OPS: u64 = 2000;
+    let mut agreements = 0;
+    let mut kills = 0;
+    for seed in seeds {
+        let mut state = seed;
+        let n = 8 + (draw(&mut state) % 9) as u32;
+        let tree = ["bin", "star", "bin/bin", "bin/star"][(draw(&mut state) % 4) as usize];
+        let count = 1 + (draw(&mut state) % u64::from(n / 3)) as usize;
+        let mut victims: Vec<u32> = Vec::new();
+        while victims.len() < count {
+            let r = (draw(&mut state) % u64::from(n)) as u32;
+            if !victims.contains(&r) {
+                victims.push(r);
+            }
+        }
+        let faults: Vec<String> = victims
+            .iter()
+            .map(|r| format!("kill:rank={r},op={}", 1 + draw(&mut state) % (OPS - 1)))
+            .collect();
+        let schedule = format!("seed {seed}: n = {n}, tree {tree}, {faults:?}");
+        let (n_text, ops_text) = (n.to_string(), OPS.to_string());
+        let mut args = vec!["-n", &n_text, "--algo", "era-agree", "--ops", &ops_text];
+        args.extend(["--era-tree", tree, "--ranks-per-node", "3"]);
+        for fault in &faults {
+            args.extend(["--fault", fault.as_str()]);
+        }
+        let _job = common::serialize();
+        let (out, json) = common::run_job(&args, "era_random", 120);
+        assert!(
+            out.status.success(),
+            "{schedule}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut expected: Vec<u64> = victims.iter().map(|&r| u64::from(r)).collect();
+        expected.sort_unstable();
+        assert_eq!(common::failed_ranks(&json), expected, "{schedule}: {json}");
+        assert_eq!(json["ops_ok_all_survivors"], OPS, "{schedule}: {json}");
+        assert_eq!(json["consistent"], true, "{schedule}: {json}");
+        assert_eq!(json["exact"], true, "{schedule}: {json}");
+        agreements += OPS;
+        kills += victims.len();
+    }
+    eprintln!("{agreements} agreements, {kills} random kills, no disagreement");
+}
