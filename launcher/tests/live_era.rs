@@ -194,3 +194,41 @@ fn agreement_loop_survives_random_kills() {
     }
     eprintln!("{agreements} agreements, {kills} random kills, no disagreement");
 }
+
+/// A rank that returned from an agreement answers for it while it computes (002's early return):
+/// see `examples/agree_progress.rs`. Rank 0 decides, then makes no library call until rank 3
+/// has the decision, which rank 3 can only get from rank 0 once its own parent, rank 1, is found
+/// dead. Without the progress thread rank 0 gives up after 30 s and the job reports it failed.
+#[test]
+fn a_computing_rank_answers_for_an_agreement_it_left() {
+    let _job = common::serialize();
+    let example = std::path::Path::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
+        .parent()
+        .unwrap()
+        .join("examples/agree_progress");
+    assert!(
+        example.exists(),
+        "example not built at {}",
+        example.display()
+    );
+    let dir = common::scratch("agree_progress");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = common::launcher()
+        .args(["-n", "4", "--no-tui", "--timeout-s", "90"])
+        .args(["--heartbeat-ms", "100", "--suspect-ms", "1000"])
+        .args(["--fault", "stop:rank=1,at=100ms", "--"])
+        .arg(&example)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("rank 3 got the decision"),
+        "{stdout}\n{stderr}"
+    );
+    // Rank 1, stopped and killed for its silence, is the only failure.
+    assert!(stderr.contains("1 of 4 ranks failed"), "{stderr}");
+    assert!(!stderr.contains("rank 0 exited"), "{stderr}");
+}

@@ -12,7 +12,7 @@
 //! # Ok::<(), ftcoll_runtime::comm::CommError>(())
 //! ```
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use ftcoll_algos::corrected::{
@@ -29,6 +29,7 @@ use crate::control::{ControlError, OpReport};
 use crate::env::{EnvError, RankEnv};
 use crate::exec::{Endpoint, ExecError, OpEnd, ERA_EPOCH_SHIFT};
 use crate::faults::{FaultSpec, FaultSpecError};
+use crate::progress::ProgressThread;
 use crate::rank_faults::RankFaults;
 use crate::transport::backend::Backend;
 use crate::transport::shm::segment::Segment;
@@ -180,7 +181,10 @@ pub struct AgreeRequest {
 
 /// A rank's handle on the job.
 pub struct Communicator {
-    endpoint: Endpoint<Backend>,
+    /// Shared with the agreement progress thread, which serves it while the application is
+    /// outside every call (see [`crate::progress`]).
+    endpoint: Arc<Mutex<Endpoint<Backend>>>,
+    progress: Option<ProgressThread>,
     control: Arc<ControlClient>,
     env: RankEnv,
     ops: u64,
@@ -268,7 +272,8 @@ impl Communicator {
             Err(_) => EraTopology::default(),
         };
         let mut comm = Communicator {
-            endpoint,
+            endpoint: Arc::new(Mutex::new(endpoint)),
+            progress: None,
             control,
             env,
             ops: 0,
@@ -285,6 +290,26 @@ impl Communicator {
         Ok(comm)
     }
 
+    /// The endpoint, locked for one statement or call (never hold two guards: the lock is not
+    /// reentrant).
+    fn endpoint(&self) -> MutexGuard<'_, Endpoint<Backend>> {
+        // A panic while it was held leaves an endpoint still fit to report errors.
+        self.endpoint.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts the agreement progress thread once agreements are in use.
+    fn ensure_progress_thread(&mut self) -> Result<(), CommError> {
+        if self.progress.is_none() {
+            let (thread, waker) =
+                ProgressThread::start(Arc::clone(&self.endpoint)).map_err(|e| {
+                    CommError::Config(format!("cannot start the agreement progress thread: {e}"))
+                })?;
+            self.control.add_waker(waker);
+            self.progress = Some(thread);
+        }
+        Ok(())
+    }
+
     fn install_era(&mut self, excluded: &[u32]) -> Result<(), CommError> {
         let config = EraConfig {
             topology: self.era_topology,
@@ -292,8 +317,8 @@ impl Communicator {
         };
         let era = Era::with_members(self.env.rank, self.env.size, excluded, config)
             .with_id_base(self.epoch << ERA_EPOCH_SHIFT);
-        self.endpoint.add_era(self.epoch, era)?;
-        self.endpoint.watch_revoke(self.epoch);
+        self.endpoint().add_era(self.epoch, era)?;
+        self.endpoint().watch_revoke(self.epoch);
         Ok(())
     }
 
@@ -360,7 +385,7 @@ impl Communicator {
     pub fn wait_agree(&mut self, request: AgreeRequest) -> Result<Agreed, CommError> {
         let id = request.id;
         let end = self
-            .endpoint
+            .endpoint()
             .wait_era(request.epoch, self.op_timeout, |era| {
                 era.decision(id).is_some()
             })?;
@@ -370,7 +395,7 @@ impl Communicator {
             _ => return Err(CommError::Shutdown),
         }
         let agreed = self
-            .endpoint
+            .endpoint()
             .with_era(request.epoch, |era, _| {
                 let agreed = era.decision(id).map(Agreed::from_value);
                 era.returned(id);
@@ -378,7 +403,7 @@ impl Communicator {
             })?
             .flatten()
             .ok_or(CommError::Shutdown)?;
-        self.endpoint.learn_agreed_failures(&agreed.failed)?;
+        self.endpoint().learn_agreed_failures(&agreed.failed)?;
         Ok(agreed)
     }
 
@@ -389,13 +414,14 @@ impl Communicator {
         rebalance: bool,
     ) -> Result<AgreeRequest, CommError> {
         // Agreements are operations of the communicator: scripted kills count them too.
-        self.endpoint.die_if_scripted(self.ops);
+        self.endpoint().die_if_scripted(self.ops);
+        self.ensure_progress_thread()?;
         self.ops += 1;
         self.agreements += 1;
         let id = (self.epoch << ERA_EPOCH_SHIFT) + self.agreements;
         let acked = self.acked.clone();
         let words = words.to_vec();
-        self.endpoint
+        self.endpoint()
             .with_era(self.epoch, |era, out| {
                 era.start(id, op, words, &acked, rebalance, out)
             })?
@@ -409,7 +435,8 @@ impl Communicator {
     /// ULFM's `ack_failed`: acknowledges every failure known now; returns how many are
     /// acknowledged. Agreements stop reporting acknowledged failures as errors.
     pub fn ack_failed(&mut self) -> usize {
-        for &rank in self.endpoint.failed() {
+        let failed: Vec<u32> = self.endpoint().failed().iter().copied().collect();
+        for rank in failed {
             self.acked.insert(rank);
         }
         self.acked.len()
@@ -418,7 +445,7 @@ impl Communicator {
     /// Agreement frames this rank has sent so far in its live communicators (a frame count for
     /// reports; an agreement's own is the difference around it, within one communicator).
     pub fn agreement_messages(&self) -> u64 {
-        self.endpoint.era_messages_sent()
+        self.endpoint().era_messages_sent()
     }
 
     /// The failures this rank acknowledged (world ranks).
@@ -443,7 +470,7 @@ impl Communicator {
         self.epoch += 1;
         self.agreements = 0;
         self.install_era(&excluded)?;
-        self.endpoint.set_group(members.clone());
+        self.endpoint().set_group(members.clone());
         self.members = Some(members.clone());
         Ok(members)
     }
@@ -451,14 +478,14 @@ impl Communicator {
     /// ULFM's `revoke`: every pending and later operation on this communicator fails at every
     /// survivor with [`CommError::Revoked`]; agreements and shrink still work.
     pub fn revoke(&mut self) -> Result<(), CommError> {
-        self.endpoint
+        self.endpoint()
             .with_era(self.epoch, |era, out| era.revoke(out))?;
         Ok(())
     }
 
     /// Whether this communicator was revoked.
     pub fn is_revoked(&self) -> bool {
-        self.endpoint.revoked(self.epoch)
+        self.endpoint().revoked(self.epoch)
     }
 
     /// The transport in use.
@@ -468,7 +495,7 @@ impl Communicator {
 
     /// Ranks known to have failed.
     pub fn failed_ranks(&self) -> Vec<u32> {
-        self.endpoint.failed().iter().copied().collect()
+        self.endpoint().failed().iter().copied().collect()
     }
 
     /// Allreduce of `data` in place (recursive doubling). Fails with
@@ -566,7 +593,7 @@ impl Communicator {
     ) -> Result<Outcome, CommError> {
         let op_index = self.ops;
         self.ops += 1;
-        let (end, stats) = self.endpoint.run(
+        let (end, stats) = self.endpoint().run(
             &mut protocol,
             op_index,
             op_index + 1,
@@ -587,7 +614,7 @@ impl Communicator {
                     data.copy_from_slice(&result);
                 }
                 // What it still owes peers (late corrections) is served during later calls.
-                self.endpoint.linger(op_index + 1, Box::new(protocol));
+                self.endpoint().linger(op_index + 1, Box::new(protocol));
                 Ok(Outcome {
                     excluded: self.failed_ranks().into_iter().map(Rank).collect(),
                     messages: stats.sent,
@@ -625,15 +652,15 @@ impl Communicator {
             // during it re-sends its contribution here).
             let epoch = self.epoch;
             let linger = Instant::now() + FLUSH_LINGER;
-            self.endpoint
+            self.endpoint()
                 .wait_era(epoch, FLUSH_LINGER, |_| Instant::now() >= linger)?;
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         // Neighbours may still be correcting towards this rank; answer them before leaving.
         let serve_until = Instant::now() + self.op_timeout.min(LINGER_AT_EXIT);
-        self.endpoint.serve_lingering(self.ops + 1, serve_until)?;
-        while self.endpoint.transport.progress()? > 0 && Instant::now() < deadline {
-            self.endpoint
+        self.endpoint().serve_lingering(self.ops + 1, serve_until)?;
+        while self.endpoint().transport.progress()? > 0 && Instant::now() < deadline {
+            self.endpoint()
                 .transport
                 .wait(Some(Duration::from_millis(1)))?;
         }

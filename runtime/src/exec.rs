@@ -111,7 +111,7 @@ impl<T: Transport> Endpoint<T> {
         me: Rank,
         faults: RankFaults,
     ) -> Endpoint<T> {
-        control.set_waker(transport.waker());
+        control.add_waker(transport.waker());
         Endpoint {
             transport,
             control,
@@ -288,20 +288,33 @@ impl<T: Transport> Endpoint<T> {
             if self.control.shutdown_requested() {
                 return Ok(OpEnd::Shutdown);
             }
-            let mut progressed = false;
-            for rank in self.absorb_failures() {
-                self.notify_lingering(rank, &mut stats)?;
-                progressed = true;
-            }
-            self.after_handle(&mut stats)?;
-            progressed |= self.receive(&mut BetweenOperations, u64::MAX, &mut stats)? > 0;
-            self.transport.progress()?;
+            let progressed = self.serve_once(&mut stats)?;
             if !progressed && !self.era(epoch).is_none_or(&mut done) {
                 let left = deadline.saturating_duration_since(Instant::now());
                 self.transport
                     .wait(Some(left.min(Duration::from_millis(5))))?;
             }
         }
+    }
+
+    /// One pass without waiting, between operations: failure notices, arrivals (agreement
+    /// frames reach their services, others are held for their operation) and sends. True if
+    /// anything happened. The agreement progress thread calls this while the application
+    /// computes.
+    pub fn serve_between_operations(&mut self) -> Result<bool, ExecError> {
+        self.serve_once(&mut OpStats::default())
+    }
+
+    fn serve_once(&mut self, stats: &mut OpStats) -> Result<bool, ExecError> {
+        let mut progressed = false;
+        for rank in self.absorb_failures() {
+            self.notify_lingering(rank, stats)?;
+            progressed = true;
+        }
+        self.after_handle(stats)?;
+        progressed |= self.receive(&mut BetweenOperations, u64::MAX, stats)? > 0;
+        self.transport.progress()?;
+        Ok(progressed)
     }
 
     /// Frames the agreement services still held have sent (for per-operation counts).

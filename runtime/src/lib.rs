@@ -12,6 +12,7 @@ pub mod env;
 pub mod exec;
 pub mod faults;
 pub mod job;
+pub mod progress;
 pub mod rank_faults;
 pub mod sim;
 pub mod transport;

@@ -6,7 +6,7 @@
 
 use std::io::{self, Read};
 use std::net::TcpStream;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -37,7 +37,8 @@ struct Shared {
     news: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
     resolved: Condvar,
-    waker: OnceLock<Waker>,
+    /// Woken on every notice: the rank's transport, and its agreement progress thread.
+    wakers: Mutex<Vec<Waker>>,
 }
 
 impl Shared {
@@ -47,7 +48,8 @@ impl Shared {
     }
 
     fn wake(&self) {
-        if let Some(waker) = self.waker.get() {
+        let wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        for waker in wakers.iter() {
             waker.wake();
         }
     }
@@ -100,9 +102,11 @@ impl ControlClient {
         })
     }
 
-    /// The control thread wakes the rank through `waker` when a notice arrives.
-    pub fn set_waker(&self, waker: Waker) {
-        let _ = self.shared.waker.set(waker);
+    /// The control thread calls `waker` whenever a notice arrives (besides those added
+    /// before; a rank has at most two).
+    pub fn add_waker(&self, waker: Waker) {
+        let mut wakers = self.shared.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        wakers.push(waker);
     }
 
     fn send(&self, msg: &ControlMsg) -> Result<(), ControlError> {
