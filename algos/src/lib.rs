@@ -14,6 +14,7 @@
 pub mod bits;
 pub mod corrected;
 pub mod era;
+pub mod ftco;
 pub mod protocol;
 pub mod rank;
 pub mod rdb;

@@ -1,0 +1,893 @@
+//! The FTCO state machine: Algs. 1-4 of 004 with the fixes listed in the module docs.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::protocol::{
+    AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus, TimerId,
+    TimerTable,
+};
+use crate::rank::{Rank, RankSet};
+use crate::rng::SimRng;
+use crate::time::{Duration, Time};
+use crate::values::{finish_estimate, Dtype, Values, ValuesRef};
+use crate::wire::{Frame, FrameError, FrameHeader};
+
+use super::pieces::{append_values, empty_like, slice_values, Absorbed, Piece, PieceSet};
+use super::ranges::Contributors;
+use super::view::View;
+use super::{Collective, FtcoConfig, FtcoKind, ServiceDistance, FLAG_RESULT};
+
+/// Timer: the earliest deadline for an ACK (Alg. 4, first part).
+const TIMER_ACK: TimerId = TimerId { kind: 1, index: 0 };
+/// Timer: the earliest time a KEEPALIVE probe is due (f_ETA passed, Alg. 4, third part).
+const TIMER_PROBE: TimerId = TimerId { kind: 2, index: 0 };
+/// Largest service distance RSD returns (deeper than any tree of 2^32 ranks with k >= 2).
+const MAX_SERVICE_DISTANCE: u32 = 64;
+
+/// What this rank knows about one rank it talks to.
+#[derive(Clone, Debug)]
+struct Peer {
+    /// Tree distance from this rank (for the service distance).
+    distance: u32,
+    /// f_timeout(me, peer).
+    timeout: Duration,
+    /// Sequence number of the last DATA or KEEPALIVE sent (0: none yet).
+    seq_sent: u32,
+    /// Highest sequence number the peer acknowledged.
+    seq_acked: u32,
+    /// LastSent of Alg. 3 and 4.
+    last_sent: Option<Time>,
+    /// DATA from this peer arrived (Arrived of Alg. 2).
+    arrived: bool,
+    /// Contributors this peer sent us, and those we sent it (to send only what it lacks).
+    received: Contributors,
+    sent: Contributors,
+    /// The final result went to this peer.
+    result_sent: bool,
+    /// ToACK: the sequence number to acknowledge.
+    to_ack: Option<u32>,
+}
+
+impl Peer {
+    fn outstanding(&self) -> bool {
+        self.seq_acked < self.seq_sent
+    }
+}
+
+/// A validated frame waiting in the inbound queue.
+#[derive(Clone, Debug)]
+struct Inbound {
+    from: u32,
+    seq: u32,
+    body: Body,
+}
+
+#[derive(Clone, Debug)]
+enum Body {
+    Data { result: bool, pieces: Vec<Piece> },
+    KeepAlive,
+    Ack { seq: u32 },
+}
+
+impl Body {
+    fn kind(&self) -> FtcoKind {
+        match self {
+            Body::Data { .. } => FtcoKind::Data,
+            Body::KeepAlive => FtcoKind::KeepAlive,
+            Body::Ack { .. } => FtcoKind::Ack,
+        }
+    }
+}
+
+/// One rank of an FTCO broadcast, reduce or allreduce.
+#[derive(Clone, Debug)]
+pub struct Ftco {
+    config: FtcoConfig,
+    view: View,
+    me: u32,
+    phase: Phase,
+    rng: SimRng,
+    start: Time,
+    dead: RankSet,
+    /// Up and Down of 004, ascending, recomputed from the tree and `dead`.
+    up: Vec<u32>,
+    down: Vec<u32>,
+    /// Descendants that reached this rank past dead ranks it had not detected yet.
+    extra_down: RankSet,
+    /// Member of the allreduce root set, or rank 0 of broadcast and reduce.
+    at_top: bool,
+    peers: BTreeMap<u32, Peer>,
+    pieces: PieceSet,
+    /// Element type and length every value must have (unknown at a broadcast's receivers).
+    shape: Option<(Dtype, usize)>,
+    result: Option<Piece>,
+    /// Up when the result was fixed: these peer roots compute it themselves.
+    final_peers: Vec<u32>,
+    queue: VecDeque<Inbound>,
+    timers: TimerTable,
+    disd_step: u64,
+    counters: Counters,
+    conflicts: u64,
+}
+
+impl Ftco {
+    /// A new instance, idle until [`Input::Start`].
+    pub fn new(config: FtcoConfig) -> Ftco {
+        let me = config.rank.0;
+        let view = View {
+            tree: config.tree,
+            collective: config.collective,
+        };
+        let n = config.tree.size();
+        let dead = RankSet::from_unsorted(
+            config
+                .known_dead
+                .iter()
+                .map(|r| r.0)
+                .filter(|&r| r != me && r < n)
+                .collect(),
+        );
+        Ftco {
+            rng: SimRng::for_stream(config.seed, u64::from(me)),
+            config,
+            view,
+            me,
+            phase: Phase::Idle,
+            start: Time::ZERO,
+            dead,
+            up: Vec::new(),
+            down: Vec::new(),
+            extra_down: RankSet::default(),
+            at_top: false,
+            peers: BTreeMap::new(),
+            pieces: PieceSet::default(),
+            shape: None,
+            result: None,
+            final_peers: Vec::new(),
+            queue: VecDeque::new(),
+            timers: TimerTable::default(),
+            disd_step: 0,
+            counters: Counters::default(),
+            conflicts: 0,
+        }
+    }
+
+    /// The final result and its contributors, once known.
+    pub fn result(&self) -> Option<&Piece> {
+        self.result.as_ref()
+    }
+
+    /// Ranks this rank knows dead, ascending.
+    pub fn known_dead(&self) -> &[u32] {
+        self.dead.as_slice()
+    }
+
+    /// Arriving pieces refused because they overlapped held contributions in part.
+    pub fn conflicts(&self) -> u64 {
+        self.conflicts
+    }
+
+    /// The current Up and Down sets.
+    pub fn neighbours(&self) -> (&[u32], &[u32]) {
+        (&self.up, &self.down)
+    }
+
+    fn has_up_phase(&self) -> bool {
+        self.config.collective != Collective::Bcast
+    }
+
+    fn has_down_phase(&self) -> bool {
+        self.config.collective != Collective::Reduce
+    }
+
+    fn start(&mut self, now: Time, data: ValuesRef<'_>, out: &mut Outbox) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.phase = Phase::Running;
+        self.start = now;
+        let mut value = data.to_owned_values();
+        if matches!(value, Values::RankIds(_)) {
+            self.abort(AbortReason::Stopped, out);
+            return;
+        }
+        if self.config.op == crate::values::ReduceOp::Average {
+            match &mut value {
+                Values::F64(v) => v.push(1.0),
+                Values::F32(v) => v.push(1.0),
+                Values::U64(_) | Values::RankIds(_) => {}
+            }
+        }
+        let own = Piece {
+            contributors: Contributors::single(self.me),
+            value,
+        };
+        match self.config.collective {
+            Collective::Bcast if self.me == 0 => {
+                self.shape = Some((own.value.dtype(), own.value.len()));
+                self.result = Some(own);
+            }
+            Collective::Bcast => {}
+            Collective::Reduce | Collective::Allreduce => {
+                self.shape = Some((own.value.dtype(), own.value.len()));
+                self.pieces.absorb(own, false);
+            }
+        }
+        self.recompute_view(out);
+        self.progress(now, out);
+    }
+
+    fn abort(&mut self, reason: AbortReason, out: &mut Outbox) {
+        if self.phase == Phase::Running || self.phase == Phase::Idle {
+            self.phase = Phase::Aborted;
+            out.emit(Event::Aborted(reason));
+            self.timers.disarm(TIMER_ACK, out);
+            self.timers.disarm(TIMER_PROBE, out);
+        }
+    }
+
+    /// f_tree applied to every known death: Up, Down and whether this rank is at the top.
+    fn recompute_view(&mut self, out: &mut Outbox) {
+        self.up = self.view.up(self.me, &self.dead);
+        let mut down = self.view.down(self.me, &self.dead);
+        down.extend(
+            self.extra_down
+                .as_slice()
+                .iter()
+                .filter(|&&r| !self.dead.contains(r)),
+        );
+        down.sort_unstable();
+        down.dedup();
+        self.down = down;
+        self.at_top = self.view.at_top(self.me, &self.dead);
+        let orphaned =
+            self.config.collective != Collective::Allreduce && !self.at_top && self.up.is_empty();
+        let needs_root = match self.config.collective {
+            Collective::Bcast => self.result.is_none(),
+            _ => self.phase == Phase::Running,
+        };
+        if orphaned && needs_root {
+            self.abort(AbortReason::PeerFailed(Rank(0)), out);
+        }
+    }
+
+    fn peer(&mut self, x: u32) -> &mut Peer {
+        let (view, me, base) = (self.view, self.me, self.config.detect_timeout);
+        self.peers.entry(x).or_insert_with(|| Peer {
+            distance: view.distance(me, x),
+            timeout: view.timeout(base, me, x),
+            seq_sent: 0,
+            seq_acked: 0,
+            last_sent: None,
+            arrived: false,
+            received: Contributors::new(),
+            sent: Contributors::new(),
+            result_sent: false,
+            to_ack: None,
+        })
+    }
+
+    fn distance(&self, x: u32) -> u32 {
+        match self.peers.get(&x) {
+            Some(p) => p.distance,
+            None => self.view.distance(self.me, x),
+        }
+    }
+
+    fn should_handle(&self, x: u32, service_distance: u32) -> bool {
+        service_distance == 0 || self.distance(x) == service_distance
+    }
+
+    fn arrived(&self, x: u32) -> bool {
+        self.peers.get(&x).is_some_and(|p| p.arrived)
+    }
+
+    /// Down ⊆ Arrived, where a rank whose input we already hold (through a piece of a rank that
+    /// died after sending it) counts as arrived.
+    fn down_satisfied(&self) -> bool {
+        self.down
+            .iter()
+            .all(|&y| self.arrived(y) || self.pieces.cover().contains(y))
+    }
+
+    /// Whether `x` may lack some of the contributions we hold. A peer root gets every piece we
+    /// hold with our first DATA, later only what our own subtree adds: the other peers send it
+    /// their pieces themselves.
+    fn needs_subtree(&self, x: u32) -> bool {
+        let cover = self.pieces.cover();
+        match self.peers.get(&x) {
+            Some(p) if !p.sent.is_empty() => {
+                let mut known = p.sent.clone();
+                known.union_with(&p.received);
+                if self.at_top {
+                    !self.pieces.own_cover().is_subset_of(&known)
+                } else {
+                    !cover.is_subset_of(&known)
+                }
+            }
+            _ => !cover.is_empty(),
+        }
+    }
+
+    /// Ranks the final result goes to.
+    fn result_targets(&self) -> Vec<u32> {
+        let mut targets = self.down.clone();
+        if self.at_top {
+            targets.extend(self.up.iter().filter(|x| !self.final_peers.contains(x)));
+        }
+        targets
+    }
+
+    fn send_data(&mut self, x: u32, now: Time, out: &mut Outbox) {
+        let (result, list) = match &self.result {
+            Some(piece) => (true, vec![piece.clone()]),
+            None if self.at_top => (false, self.pieces.for_peers(self.config.op)),
+            None => (
+                false,
+                self.pieces.combined(self.config.op).into_iter().collect(),
+            ),
+        };
+        let Some(first) = list.first() else {
+            return;
+        };
+        let mut values = empty_like(&first.value);
+        let mut trailer = Vec::new();
+        for piece in &list {
+            append_values(&mut values, &piece.value);
+            piece.contributors.encode_into(&mut trailer);
+        }
+        let me = self.me;
+        let peer = self.peer(x);
+        peer.seq_sent += 1;
+        peer.last_sent = Some(now);
+        if result {
+            peer.result_sent = true;
+        } else {
+            for piece in &list {
+                peer.sent.union_with(&piece.contributors);
+            }
+        }
+        let seq = peer.seq_sent;
+        let flags = if result { FLAG_RESULT } else { 0 };
+        let header = FrameHeader::new(
+            self.config.collective.algo(),
+            FtcoKind::Data as u8,
+            self.config.op_id,
+            Rank(me),
+            seq,
+        )
+        .with_aux(list.len() as u64)
+        .with_flags(flags);
+        out.send_with_ranks(Rank(x), header, values.as_ref(), &trailer);
+        self.counters.messages_sent += 1;
+    }
+
+    fn send_control(&mut self, x: u32, kind: FtcoKind, aux: u64, out: &mut Outbox) -> u32 {
+        let seq = match kind {
+            FtcoKind::Ack => 0,
+            _ => {
+                let peer = self.peer(x);
+                peer.seq_sent += 1;
+                peer.seq_sent
+            }
+        };
+        let header = FrameHeader::new(
+            self.config.collective.algo(),
+            kind as u8,
+            self.config.op_id,
+            Rank(self.me),
+            seq,
+        )
+        .with_aux(aux);
+        out.send(Rank(x), header, ValuesRef::Empty);
+        self.counters.messages_sent += 1;
+        seq
+    }
+
+    /// Alg. 3 generalised: one send of DATA, or none. Returns whether it sent.
+    fn tree_progress(&mut self, now: Time, out: &mut Outbox) -> bool {
+        if self.has_up_phase() && self.result.is_none() {
+            if !self.down_satisfied() {
+                return false;
+            }
+            if let Some(x) = self.up.iter().copied().find(|&x| self.needs_subtree(x)) {
+                self.send_data(x, now, out);
+                return true;
+            }
+        }
+        if self.result.is_none() {
+            let all_peers = self.up.iter().all(|&x| self.arrived(x));
+            if self.at_top && self.has_up_phase() && all_peers {
+                self.result = self.pieces.combined(self.config.op);
+                self.final_peers = self.up.clone();
+            }
+            if self.result.is_none() {
+                return false;
+            }
+        }
+        if !self.has_down_phase() {
+            return false;
+        }
+        let target = self
+            .result_targets()
+            .into_iter()
+            .find(|x| !self.peers.get(x).is_some_and(|p| p.result_sent));
+        match target {
+            Some(x) => {
+                self.send_data(x, now, out);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the traversal is complete at this rank (Alg. 3 line 15), ignoring ACKs.
+    fn traversal_complete(&self) -> bool {
+        match self.config.collective {
+            Collective::Reduce if !self.at_top => {
+                self.down_satisfied()
+                    && !self.up.is_empty()
+                    && self.up.iter().all(|&x| !self.needs_subtree(x))
+            }
+            Collective::Reduce => self.result.is_some(),
+            Collective::Bcast | Collective::Allreduce => {
+                self.result.is_some()
+                    && self
+                        .result_targets()
+                        .iter()
+                        .all(|x| self.peers.get(x).is_some_and(|p| p.result_sent))
+            }
+        }
+    }
+
+    /// f_RSD or f_DISD (Appendix A).
+    fn service_distance(&mut self) -> u32 {
+        match self.config.service {
+            ServiceDistance::Rsd { ratio } => {
+                let r = ratio.clamp(f64::MIN_POSITIVE, 0.5);
+                let y = self.rng.next_open01();
+                let d = (y.ln() / r.ln()).ceil();
+                // NaN or huge casts saturate; the clamp keeps the result in 1..=64.
+                (d as u32).clamp(1, MAX_SERVICE_DISTANCE)
+            }
+            ServiceDistance::Disd => {
+                let near = self
+                    .up
+                    .iter()
+                    .chain(&self.down)
+                    .filter(|&&x| self.distance(x) == 1)
+                    .count() as u64;
+                let interval = 4 * near.max(1);
+                let pos = self.disd_step % interval;
+                self.disd_step = self.disd_step.wrapping_add(1);
+                let (mut lo, mut half, mut d) = (0, interval / 2, 1);
+                while half > 0 && pos >= lo + half {
+                    lo += half;
+                    half /= 2;
+                    d += 1;
+                }
+                d
+            }
+        }
+    }
+
+    /// Alg. 2: handles the first queued message of the highest-priority kind from a rank at
+    /// the service distance. Returns whether it handled one.
+    fn handle_queue(&mut self, service_distance: u32, out: &mut Outbox) -> bool {
+        for kind in [FtcoKind::Data, FtcoKind::KeepAlive, FtcoKind::Ack] {
+            let found = self.queue.iter().position(|m| {
+                m.body.kind() == kind && self.should_handle(m.from, service_distance)
+            });
+            if let Some(message) = found.and_then(|at| self.queue.remove(at)) {
+                self.handle_inbound(message, out);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A DATA or KEEPALIVE from `s` that skips tree neighbours tells that those are dead: `s`
+    /// detected them (or it would not have contacted us).
+    fn learn_from_contact(&mut self, s: u32, out: &mut Outbox) {
+        let mut skipped = Vec::new();
+        if self.view.is_ancestor(self.me, s) {
+            self.view.ancestors_below(s, Some(self.me), &mut skipped);
+        } else if self.view.is_ancestor(s, self.me) {
+            self.view.ancestors_below(self.me, Some(s), &mut skipped);
+        } else if self.config.collective == Collective::Allreduce {
+            self.view.ancestors_below(s, None, &mut skipped);
+            self.view.ancestors_below(self.me, None, &mut skipped);
+        }
+        let mut changed = false;
+        for r in skipped {
+            if r != self.me && r != s && self.dead.insert(r) {
+                changed = true;
+            }
+        }
+        if changed {
+            self.recompute_view(out);
+        }
+    }
+
+    fn shape_ok(&self, pieces: &[Piece]) -> bool {
+        match self.shape {
+            None => true,
+            Some((dtype, len)) => pieces
+                .iter()
+                .all(|p| p.value.dtype() == dtype && p.value.len() == len),
+        }
+    }
+
+    fn handle_inbound(&mut self, message: Inbound, out: &mut Outbox) {
+        let Inbound { from, seq, body } = message;
+        match body {
+            Body::Data { result, pieces } => {
+                if !self.shape_ok(&pieces) {
+                    self.reject(from, "value shape differs from the local input", out);
+                    return;
+                }
+                self.learn_from_contact(from, out);
+                if !self.dead.contains(from) {
+                    let peer = self.peer(from);
+                    peer.to_ack = Some(seq.max(peer.to_ack.unwrap_or(0)));
+                }
+                self.peer(from).arrived = true;
+                if result {
+                    if self.result.is_none() {
+                        self.result = pieces.into_iter().next();
+                        self.final_peers = self.up.clone();
+                        if self.shape.is_none() {
+                            self.shape = self
+                                .result
+                                .as_ref()
+                                .map(|p| (p.value.dtype(), p.value.len()));
+                        }
+                    }
+                    return;
+                }
+                let descendant = self.view.is_ancestor(self.me, from);
+                for piece in pieces {
+                    let contributors = piece.contributors.clone();
+                    if self.pieces.absorb(piece, !descendant) == Absorbed::Conflict {
+                        self.conflicts += 1;
+                    }
+                    self.peer(from).received.union_with(&contributors);
+                }
+                self.adopt_descendant(from, descendant, out);
+            }
+            Body::KeepAlive => {
+                self.learn_from_contact(from, out);
+                if !self.dead.contains(from) {
+                    let peer = self.peer(from);
+                    peer.to_ack = Some(seq.max(peer.to_ack.unwrap_or(0)));
+                }
+                let descendant = self.view.is_ancestor(self.me, from);
+                self.adopt_descendant(from, descendant, out);
+            }
+            Body::Ack { seq } => {
+                let peer = self.peer(from);
+                if seq > peer.seq_acked && seq <= peer.seq_sent {
+                    peer.seq_acked = seq;
+                }
+            }
+        }
+    }
+
+    /// A descendant that reached us but is not in Down joins Down (it waits for our result).
+    fn adopt_descendant(&mut self, from: u32, descendant: bool, out: &mut Outbox) {
+        if descendant && !self.down.contains(&from) && !self.dead.contains(from) {
+            self.extra_down.insert(from);
+            self.recompute_view(out);
+        }
+    }
+
+    /// Ranks this rank waits for and when it expects them (f_ETA of the current phase).
+    fn probe_candidates(&self) -> Vec<(u32, Time)> {
+        let c = &self.config;
+        if self.result.is_some() {
+            return Vec::new();
+        }
+        if self.has_up_phase() && !self.down_satisfied() {
+            let eta = self
+                .view
+                .eta_subtree(self.start, c.costs, c.eta_slack, self.me);
+            return self
+                .down
+                .iter()
+                .filter(|&&y| !(self.arrived(y) || self.pieces.cover().contains(y)))
+                .map(|&y| (y, eta))
+                .collect();
+        }
+        let eta = if self.at_top && c.collective == Collective::Allreduce {
+            self.view.eta_exchange(self.start, c.costs, c.eta_slack)
+        } else if !self.at_top && c.collective != Collective::Reduce {
+            self.view
+                .eta_result(self.start, c.costs, c.eta_slack, self.me)
+        } else {
+            return Vec::new();
+        };
+        self.up
+            .iter()
+            .filter(|&&x| !self.arrived(x))
+            .map(|&x| (x, eta))
+            .collect()
+    }
+
+    /// Alg. 4. Returns whether it changed anything.
+    fn fault_tolerance(&mut self, service_distance: u32, now: Time, out: &mut Outbox) -> bool {
+        // Skip failed ranks: an unacknowledged DATA or KEEPALIVE past its timeout.
+        let expired = self.peers.iter().find_map(|(&x, p)| {
+            let late = p.last_sent.is_some_and(|t| now >= t.after(p.timeout));
+            (p.outstanding() && late && self.should_handle(x, service_distance)).then_some(x)
+        });
+        if let Some(x) = expired {
+            let peer = self.peer(x);
+            peer.seq_acked = peer.seq_sent;
+            if self.dead.insert(x) {
+                out.emit(Event::Suspected { peer: Rank(x) });
+                self.recompute_view(out);
+            }
+            return true;
+        }
+        // Answer pending DATA and KEEPALIVE (of every rank, not only Up and Down, so that a
+        // rank that reached us past dead ranks does not take us for dead).
+        let pending = self.peers.iter().find_map(|(&x, p)| {
+            p.to_ack
+                .filter(|_| self.should_handle(x, service_distance))
+                .map(|seq| (x, seq))
+        });
+        if let Some((x, seq)) = pending {
+            self.peer(x).to_ack = None;
+            self.send_control(x, FtcoKind::Ack, u64::from(seq), out);
+            return true;
+        }
+        // Probe suspected ranks once their expected arrival time has passed.
+        let probe = self.probe_candidates().into_iter().find(|&(x, eta)| {
+            let p = self.peers.get(&x);
+            let idle = p.is_none_or(|p| {
+                !p.outstanding() && p.last_sent.is_none_or(|t| now >= t.after(p.timeout))
+            });
+            now >= eta && idle && self.should_handle(x, service_distance)
+        });
+        if let Some((x, _)) = probe {
+            self.send_control(x, FtcoKind::KeepAlive, 0, out);
+            self.peer(x).last_sent = Some(now);
+            return true;
+        }
+        false
+    }
+
+    /// Alg. 1: runs steps until none makes progress (bounded), then re-arms the timers.
+    fn progress(&mut self, now: Time, out: &mut Outbox) {
+        if !matches!(self.phase, Phase::Running | Phase::Done) {
+            return;
+        }
+        let n = self.view.tree.size() as usize;
+        let budget = 16 * (self.queue.len() + self.peers.len() + n) + 64;
+        let mut quiet = false;
+        for _ in 0..budget {
+            if !matches!(self.phase, Phase::Running | Phase::Done) {
+                return;
+            }
+            if self.tree_progress(now, out) {
+                continue;
+            }
+            let d = self.service_distance();
+            let busy = self.handle_queue(d, out)
+                || self.fault_tolerance(d, now, out)
+                || self.handle_queue(0, out)
+                || self.fault_tolerance(0, now, out);
+            if !busy {
+                quiet = true;
+                break;
+            }
+        }
+        if self.phase == Phase::Running
+            && self.traversal_complete()
+            && self.peers.values().all(|p| !p.outstanding())
+        {
+            self.phase = Phase::Done;
+            out.emit(Event::Completed);
+        }
+        self.arm_timers(now, quiet, out);
+    }
+
+    fn arm_timers(&mut self, now: Time, quiet: bool, out: &mut Outbox) {
+        let ack = self
+            .peers
+            .values()
+            .filter(|p| p.outstanding())
+            .filter_map(|p| p.last_sent.map(|t| t.after(p.timeout)))
+            .min();
+        match ack {
+            Some(at) => self.timers.arm(TIMER_ACK, at, out),
+            None => self.timers.disarm(TIMER_ACK, out),
+        }
+        let probe = if quiet {
+            self.probe_candidates()
+                .into_iter()
+                .filter_map(|(x, eta)| match self.peers.get(&x) {
+                    None => Some(eta),
+                    Some(p) if p.outstanding() => None,
+                    Some(p) => Some(p.last_sent.map_or(eta, |t| eta.max(t.after(p.timeout)))),
+                })
+                .min()
+        } else {
+            // The step budget ran out: continue at once.
+            Some(now)
+        };
+        match probe {
+            Some(at) => self.timers.arm(TIMER_PROBE, at, out),
+            None => self.timers.disarm(TIMER_PROBE, out),
+        }
+    }
+
+    fn reject(&mut self, from: u32, what: &'static str, out: &mut Outbox) {
+        self.counters.frames_rejected += 1;
+        out.emit(Event::Rejected {
+            from: Rank(from),
+            error: FrameError::Unexpected { from, what },
+        });
+    }
+
+    /// Structural checks of a frame; the value shape is checked when the message is handled.
+    fn decode(&self, from: Rank, frame: &Frame<'_>) -> Result<Inbound, FrameError> {
+        let algo = self.config.collective.algo();
+        frame.check(algo, self.config.op_id)?;
+        let h = frame.header;
+        let kind =
+            FtcoKind::from_u8(h.kind).ok_or(FrameError::UnknownKind { algo, kind: h.kind })?;
+        let n = self.view.tree.size();
+        let bad = |what| FrameError::Unexpected { from: from.0, what };
+        if h.source != from.0 || from.0 >= n || from.0 == self.me {
+            return Err(bad("sender is not a peer in this group"));
+        }
+        let body = match kind {
+            FtcoKind::Data => {
+                if h.flags & !FLAG_RESULT != 0 {
+                    return Err(bad("unknown flags"));
+                }
+                let result = h.flags & FLAG_RESULT != 0;
+                let count = usize::try_from(h.aux).unwrap_or(usize::MAX);
+                if count == 0 || count > n as usize || (result && count != 1) {
+                    return Err(bad("bad piece count"));
+                }
+                let values = frame.values()?;
+                if values.dtype() == Dtype::RankIds || values.len() % count != 0 {
+                    return Err(bad("values do not split into the announced pieces"));
+                }
+                let len = values.len() / count;
+                let mut words = frame.trailer()?;
+                let mut pieces = Vec::with_capacity(count);
+                for i in 0..count {
+                    let (contributors, rest) = Contributors::decode(words, n)
+                        .map_err(|_| bad("malformed contributor set"))?;
+                    words = rest;
+                    pieces.push(Piece {
+                        contributors,
+                        value: slice_values(values, i * len, len),
+                    });
+                }
+                if !words.is_empty() {
+                    return Err(bad("trailing contributor words"));
+                }
+                Body::Data { result, pieces }
+            }
+            FtcoKind::KeepAlive | FtcoKind::Ack => {
+                if !frame.payload.is_empty() || !frame.trailer.is_empty() {
+                    return Err(bad("control message with a payload"));
+                }
+                match kind {
+                    FtcoKind::Ack => Body::Ack {
+                        seq: u32::try_from(h.aux).map_err(|_| bad("ACK sequence out of range"))?,
+                    },
+                    _ => Body::KeepAlive,
+                }
+            }
+        };
+        Ok(Inbound {
+            from: from.0,
+            seq: h.step,
+            body,
+        })
+    }
+
+    fn on_message(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+        let inbound = self.decode(from, &frame).and_then(|m| {
+            if self.queue.len() >= self.config.max_queue {
+                Err(FrameError::Unexpected {
+                    from: from.0,
+                    what: "inbound queue full",
+                })
+            } else {
+                Ok(m)
+            }
+        });
+        match inbound {
+            Ok(message) => {
+                self.counters.messages_received += 1;
+                self.queue.push_back(message);
+                self.progress(now, out);
+            }
+            Err(error) => {
+                self.counters.frames_rejected += 1;
+                out.emit(Event::Rejected { from, error });
+            }
+        }
+    }
+}
+
+impl Protocol for Ftco {
+    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+        match input {
+            Input::Start { data } => self.start(now, data, out),
+            Input::Message { from, frame } => self.on_message(now, from, frame, out),
+            Input::Timer { timer } => {
+                self.timers.take_expired(timer, now);
+                self.progress(now, out);
+            }
+            Input::PeerFailed { peer } => {
+                self.counters.failures_noticed += 1;
+                if peer.0 != self.me && peer.0 < self.view.tree.size() && self.dead.insert(peer.0) {
+                    if self.phase != Phase::Idle {
+                        self.recompute_view(out);
+                    }
+                    self.progress(now, out);
+                }
+            }
+            Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
+            Input::Stop => self.abort(AbortReason::Stopped, out),
+        }
+    }
+
+    fn estimate(&self, dst: &mut Vec<f64>) {
+        dst.clear();
+        let piece = match &self.result {
+            Some(p) => Some(p.clone()),
+            None => self.pieces.combined(self.config.op),
+        };
+        let Some(piece) = piece else {
+            return;
+        };
+        let mut raw = Vec::new();
+        match &piece.value {
+            Values::F64(v) => raw.extend_from_slice(v),
+            Values::F32(v) => raw.extend(v.iter().map(|&x| f64::from(x))),
+            Values::U64(v) => raw.extend(v.iter().map(|&x| x as f64)),
+            Values::RankIds(v) => raw.push(v.len() as f64),
+        }
+        finish_estimate(self.config.op, &raw, dst);
+    }
+
+    fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    fn has_result(&self) -> bool {
+        self.phase == Phase::Done && self.result.is_some()
+    }
+
+    fn status(&self) -> RankStatus {
+        RankStatus {
+            phase: self.phase,
+            iteration: 0,
+            counters: self.counters,
+            detail: Detail::None,
+        }
+    }
+
+    fn settled(&self) -> bool {
+        self.phase != Phase::Running && self.peers.values().all(|p| !p.outstanding())
+    }
+}
+
+#[cfg(test)]
+impl Ftco {
+    pub(super) fn set_service_for_tests(&mut self, service: ServiceDistance) {
+        self.config.service = service;
+    }
+
+    pub(super) fn draw_service_distance_for_tests(&mut self) -> u32 {
+        self.service_distance()
+    }
+}

@@ -1,0 +1,467 @@
+//! FTCO on a small deterministic network: every message takes a fixed latency, ranks crash at
+//! given times (they stop handling inputs and messages to them are dropped), and nobody is told:
+//! FTCO detects failures by its own timeouts.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::protocol::{Input, Outbox, Phase, Protocol, TimerId, TimerRequest};
+use crate::rank::Rank;
+use crate::time::Time;
+use crate::topology::{Tree, TreeShape};
+use crate::values::{Values, ValuesRef};
+use crate::wire::{encode, Frame, FrameHeader, OpId};
+use crate::Event;
+
+const LATENCY: u64 = 10;
+
+enum Due {
+    Deliver { from: u32, to: u32, bytes: Vec<u8> },
+    Timer { rank: u32, timer: TimerId },
+}
+
+struct Net {
+    ranks: Vec<Ftco>,
+    /// When each rank crashes (`u64::MAX`: never).
+    crash_at: Vec<u64>,
+    due: BTreeMap<(u64, u64), Due>,
+    next_id: u64,
+    out: Outbox,
+    /// Messages sent, by kind (index = kind byte).
+    sent: [u64; 4],
+    finished_at: Vec<Option<u64>>,
+}
+
+impl Net {
+    fn new(tree: Tree, collective: Collective, crashes: &[(u32, u64, bool)], seed: u64) -> Net {
+        let n = tree.size();
+        let mut crash_at = vec![u64::MAX; n as usize];
+        let mut known = Vec::new();
+        for &(rank, at, announced) in crashes {
+            crash_at[rank as usize] = at;
+            if at == 0 && announced {
+                known.push(Rank(rank));
+            }
+        }
+        let ranks = (0..n)
+            .map(|r| {
+                let mut config = FtcoConfig::new(Rank(r), tree, collective);
+                config.known_dead = known.clone();
+                config.seed = seed;
+                config.op_id = OpId(5);
+                config.costs.overhead = crate::Duration(0);
+                Ftco::new(config)
+            })
+            .collect();
+        Net {
+            ranks,
+            crash_at,
+            due: BTreeMap::new(),
+            next_id: 0,
+            out: Outbox::new(),
+            sent: [0; 4],
+            finished_at: vec![None; n as usize],
+        }
+    }
+
+    fn alive(&self, rank: u32, now: u64) -> bool {
+        now < self.crash_at[rank as usize]
+    }
+
+    fn schedule(&mut self, at: u64, due: Due) {
+        self.due.insert((at, self.next_id), due);
+        self.next_id += 1;
+    }
+
+    fn flush(&mut self, from: u32, now: u64) {
+        let sends: Vec<(u32, Vec<u8>)> =
+            self.out.sends().map(|(to, b)| (to.0, b.to_vec())).collect();
+        for (to, bytes) in sends {
+            self.sent[bytes[4] as usize] += 1;
+            self.schedule(now + LATENCY, Due::Deliver { from, to, bytes });
+        }
+        let timers: Vec<TimerRequest> = self.out.timers().to_vec();
+        for request in timers {
+            if let TimerRequest::Set { timer, at } = request {
+                self.schedule(at.0.max(now), Due::Timer { rank: from, timer });
+            }
+        }
+        for event in self.out.events() {
+            match event {
+                Event::Completed => self.finished_at[from as usize] = Some(now),
+                Event::Rejected { .. } => panic!("rank {from} rejected a frame: {event:?}"),
+                _ => {}
+            }
+        }
+        self.out.clear();
+    }
+
+    fn run(&mut self, inputs: &[Values]) {
+        for r in 0..self.ranks.len() as u32 {
+            if self.alive(r, 0) {
+                let data = inputs[r as usize].as_ref();
+                self.ranks[r as usize].handle(Time(0), Input::Start { data }, &mut self.out);
+                self.flush(r, 0);
+            }
+        }
+        let mut budget = 2_000_000u32;
+        while let Some(((now, _), due)) = self.due.pop_first() {
+            budget -= 1;
+            assert!(budget > 0, "no quiescence");
+            assert!(now < 10_000_000, "runaway time");
+            match due {
+                Due::Deliver { from, to, bytes } => {
+                    if !self.alive(to, now) {
+                        continue;
+                    }
+                    let words: Vec<u64> = bytes
+                        .chunks(8)
+                        .map(|c| {
+                            let mut w = [0u8; 8];
+                            w[..c.len()].copy_from_slice(c);
+                            u64::from_le_bytes(w)
+                        })
+                        .collect();
+                    let aligned: &[u8] = bytemuck::cast_slice(&words);
+                    let frame = Frame::decode(&aligned[..bytes.len()]).unwrap();
+                    let input = Input::Message {
+                        from: Rank(from),
+                        frame,
+                    };
+                    self.ranks[to as usize].handle(Time(now), input, &mut self.out);
+                    self.flush(to, now);
+                }
+                Due::Timer { rank, timer } => {
+                    if !self.alive(rank, now) {
+                        continue;
+                    }
+                    let input = Input::Timer { timer };
+                    self.ranks[rank as usize].handle(Time(now), input, &mut self.out);
+                    self.flush(rank, now);
+                }
+            }
+        }
+    }
+
+    fn total_sent(&self) -> u64 {
+        self.sent.iter().sum()
+    }
+}
+
+fn one_hot(n: u32) -> Vec<Values> {
+    (0..n)
+        .map(|r| {
+            let mut v = vec![0.0; n as usize];
+            v[r as usize] = 1.0;
+            Values::F64(v)
+        })
+        .collect()
+}
+
+fn shape(k: u32, nomial: bool) -> TreeShape {
+    if nomial {
+        TreeShape::KNomial { k }
+    } else {
+        TreeShape::KAry { k }
+    }
+}
+
+/// Checks Definition 3.2 and exactly-once for an allreduce of one-hot inputs.
+fn check_allreduce(net: &Net) -> Result<(), TestCaseError> {
+    let n = net.ranks.len() as u32;
+    let mut agreed: Option<&Piece> = None;
+    for r in 0..n {
+        let rank = &net.ranks[r as usize];
+        let survived = net.crash_at[r as usize] == u64::MAX;
+        let finished = net.finished_at[r as usize].is_some_and(|t| t < net.crash_at[r as usize]);
+        prop_assert!(
+            !survived || finished,
+            "live rank {} did not finish: {:?}",
+            r,
+            rank.phase()
+        );
+        prop_assert_eq!(rank.conflicts(), 0, "rank {} refused overlapping pieces", r);
+        if !finished {
+            continue;
+        }
+        let Some(result) = rank.result() else {
+            return Err(TestCaseError::fail(format!(
+                "rank {r} finished without a result"
+            )));
+        };
+        match agreed {
+            None => agreed = Some(result),
+            Some(first) => prop_assert_eq!(first, result, "rank {} disagrees", r),
+        }
+    }
+    let Some(result) = agreed else {
+        return Ok(());
+    };
+    let Values::F64(sum) = &result.value else {
+        return Err(TestCaseError::fail("result is not f64"));
+    };
+    for r in 0..n {
+        let counted = sum[r as usize];
+        prop_assert!(
+            counted == 0.0 || counted == 1.0,
+            "rank {} counted {} times",
+            r,
+            counted
+        );
+        prop_assert_eq!(counted == 1.0, result.contributors.contains(r));
+        let finished = net.finished_at[r as usize].is_some_and(|t| t < net.crash_at[r as usize]);
+        prop_assert!(
+            !finished || counted == 1.0,
+            "rank {} finished but is not reduced",
+            r
+        );
+    }
+    Ok(())
+}
+
+fn crash_plan(n: u32) -> impl Strategy<Value = Vec<(u32, u64, bool)>> {
+    proptest::collection::vec(
+        (0..n, prop_oneof![Just(0u64), 1u64..600], any::<bool>()),
+        0..=(n as usize / 3),
+    )
+    .prop_map(|mut plan| {
+        plan.sort_by_key(|c| c.0);
+        plan.dedup_by_key(|c| c.0);
+        plan
+    })
+}
+
+fn scenario() -> impl Strategy<Value = (Tree, Vec<(u32, u64, bool)>, u64)> {
+    (1u32..=64, 2u32..=4, any::<bool>(), 1u32..=3, any::<u64>()).prop_flat_map(
+        |(n, k, nomial, roots, seed)| {
+            let tree = Tree::new(shape(k, nomial), n, roots.min(n)).expect("valid tree");
+            (Just(tree), crash_plan(n), Just(seed))
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn allreduce_is_exactly_once_and_consistent((tree, crashes, seed) in scenario()) {
+        let n = tree.size();
+        let mut net = Net::new(tree, Collective::Allreduce, &crashes, seed);
+        net.run(&one_hot(n));
+        check_allreduce(&net)?;
+    }
+
+    #[test]
+    fn reduce_root_holds_every_live_rank((tree, crashes, seed) in scenario()) {
+        let n = tree.size();
+        let crashes: Vec<_> = crashes.into_iter().filter(|c| c.0 != 0).collect();
+        let mut net = Net::new(tree, Collective::Reduce, &crashes, seed);
+        net.run(&one_hot(n));
+        let root = &net.ranks[0];
+        prop_assert_eq!(root.phase(), Phase::Done);
+        let result = root.result().expect("root result");
+        let Values::F64(sum) = &result.value else { panic!("f64") };
+        for r in 0..n {
+            prop_assert!(sum[r as usize] == 0.0 || sum[r as usize] == 1.0);
+            prop_assert_eq!(sum[r as usize] == 1.0, result.contributors.contains(r));
+            if net.crash_at[r as usize] == u64::MAX {
+                prop_assert!(result.contributors.contains(r), "live rank {} missing", r);
+                prop_assert_eq!(net.ranks[r as usize].phase(), Phase::Done);
+            }
+        }
+    }
+
+    #[test]
+    fn bcast_reaches_every_live_rank((tree, crashes, seed) in scenario()) {
+        let n = tree.size();
+        let crashes: Vec<_> = crashes.into_iter().filter(|c| c.0 != 0).collect();
+        let mut net = Net::new(tree, Collective::Bcast, &crashes, seed);
+        let mut inputs = vec![Values::F64(vec![0.0, 0.0]); n as usize];
+        inputs[0] = Values::F64(vec![3.5, -1.0]);
+        net.run(&inputs);
+        for r in 0..n {
+            if net.crash_at[r as usize] == u64::MAX {
+                let rank = &net.ranks[r as usize];
+                prop_assert_eq!(rank.phase(), Phase::Done, "rank {}", r);
+                prop_assert_eq!(rank.result().map(|p| &p.value), Some(&inputs[0]));
+            }
+        }
+    }
+}
+
+/// Fault-free allreduce: every non-root sends its subtree up and acknowledges the result (2
+/// messages), its parent acknowledges the subtree and sends the result (2 more); the R roots
+/// exchange their subtrees all-to-all, each exchange acknowledged.
+#[test]
+fn fault_free_allreduce_message_count_is_pinned() {
+    for n in [1u32, 2, 5, 16, 33, 64] {
+        for (k, nomial) in [(2, false), (3, false), (2, true), (4, true)] {
+            for roots in [1u32, 2, 3] {
+                let roots = roots.min(n);
+                let tree = Tree::new(shape(k, nomial), n, roots).unwrap();
+                for service in [ServiceDistance::Rsd { ratio: 0.5 }, ServiceDistance::Disd] {
+                    let mut net = Net::new(tree, Collective::Allreduce, &[], 7);
+                    for rank in &mut net.ranks {
+                        rank.set_service_for_tests(service);
+                    }
+                    net.run(&one_hot(n));
+                    let (n64, r64) = (u64::from(n), u64::from(roots));
+                    let expected = 4 * (n64 - r64) + 2 * r64 * (r64 - 1);
+                    assert_eq!(
+                        net.total_sent(),
+                        expected,
+                        "n={n} k={k} nomial={nomial} roots={roots}"
+                    );
+                    assert_eq!(net.sent[FtcoKind::KeepAlive as usize], 0);
+                    for rank in &net.ranks {
+                        assert_eq!(rank.phase(), Phase::Done);
+                        assert_eq!(rank.result().map(|p| p.contributors.len()), Some(n64));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_dead_parent_is_routed_around_and_its_subtree_still_counts() {
+    // Binary tree of 7: rank 1 (children 3, 4) is inactive and unannounced.
+    let tree = Tree::binary(7).unwrap();
+    let mut net = Net::new(tree, Collective::Allreduce, &[(1, 0, false)], 1);
+    net.run(&one_hot(7));
+    let result = net.ranks[0].result().unwrap();
+    assert_eq!(
+        result.contributors,
+        [0, 2, 3, 4, 5, 6].into_iter().collect()
+    );
+    assert!(net.sent[FtcoKind::KeepAlive as usize] > 0);
+}
+
+#[test]
+fn a_dead_root_is_replaced_by_its_children() {
+    let tree = Tree::binomial(16).unwrap();
+    let mut net = Net::new(tree, Collective::Allreduce, &[(0, 0, false)], 3);
+    net.run(&one_hot(16));
+    let result = net.ranks[1].result().unwrap();
+    assert_eq!(result.contributors, (1..16).collect());
+    for r in 1..16 {
+        assert_eq!(net.ranks[r].result(), Some(result));
+    }
+}
+
+#[test]
+fn malformed_frames_are_rejected_and_counted() {
+    let tree = Tree::binary(4).unwrap();
+    let mut rank = Ftco::new(FtcoConfig::new(Rank(1), tree, Collective::Allreduce));
+    let mut out = Outbox::new();
+    rank.handle(
+        Time(0),
+        Input::Start {
+            data: ValuesRef::F64(&[1.0]),
+        },
+        &mut out,
+    );
+    out.clear();
+    let algo = Collective::Allreduce.algo();
+    let data = |aux, trailer: &[u32], values: &[f64]| {
+        let header =
+            FrameHeader::new(algo, FtcoKind::Data as u8, OpId(0), Rank(3), 1).with_aux(aux);
+        let mut words = Vec::new();
+        let len =
+            crate::wire::encode_with_trailer(&mut words, header, ValuesRef::F64(values), trailer);
+        let bytes: &[u8] = bytemuck::cast_slice(&words);
+        bytes[..len].to_vec()
+    };
+    let frames = [
+        data(0, &[1, 3, 4], &[1.0]),
+        data(1, &[1, 4, 3], &[1.0]),
+        data(1, &[1, 3, 9], &[1.0]),
+        data(1, &[1, 3, 4, 7], &[1.0]),
+        data(2, &[1, 3, 4], &[1.0, 2.0, 3.0]),
+        encode(
+            FrameHeader::new(algo, 9, OpId(0), Rank(3), 1),
+            ValuesRef::Empty,
+        ),
+        encode(
+            FrameHeader::new(algo, FtcoKind::Ack as u8, OpId(0), Rank(2), 1),
+            ValuesRef::Empty,
+        ),
+        encode(
+            FrameHeader::new(algo, FtcoKind::KeepAlive as u8, OpId(0), Rank(3), 1),
+            ValuesRef::F64(&[1.0]),
+        ),
+        encode(
+            FrameHeader::new(algo, FtcoKind::Ack as u8, OpId(1), Rank(3), 1),
+            ValuesRef::Empty,
+        ),
+    ];
+    for bytes in &frames {
+        let words: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                u64::from_le_bytes(w)
+            })
+            .collect();
+        let aligned: &[u8] = bytemuck::cast_slice(&words);
+        let frame = Frame::decode(&aligned[..bytes.len()]).unwrap();
+        rank.handle(
+            Time(1),
+            Input::Message {
+                from: Rank(3),
+                frame,
+            },
+            &mut out,
+        );
+    }
+    // A well-formed DATA of the wrong length is refused when handled.
+    let wrong_len = data(1, &[1, 3, 4], &[1.0, 2.0]);
+    let words: Vec<u64> = wrong_len
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect();
+    let aligned: &[u8] = bytemuck::cast_slice(&words);
+    let frame = Frame::decode(&aligned[..wrong_len.len()]).unwrap();
+    rank.handle(
+        Time(2),
+        Input::Message {
+            from: Rank(3),
+            frame,
+        },
+        &mut out,
+    );
+    let rejected = out
+        .events()
+        .iter()
+        .filter(|e| matches!(e, Event::Rejected { .. }))
+        .count();
+    assert_eq!(rejected, frames.len() + 1);
+    assert_eq!(
+        rank.status().counters.frames_rejected,
+        frames.len() as u64 + 1
+    );
+    assert_eq!(out.sends().count(), 0, "nothing rejected is acknowledged");
+}
+
+#[test]
+fn rsd_draws_are_at_least_one_and_favour_near_ranks() {
+    let tree = Tree::binary(8).unwrap();
+    let mut rank = Ftco::new(FtcoConfig::new(Rank(0), tree, Collective::Allreduce));
+    let draws: Vec<u32> = (0..10_000)
+        .map(|_| rank.draw_service_distance_for_tests())
+        .collect();
+    assert!(draws.iter().all(|&d| d >= 1));
+    let ones = draws.iter().filter(|&&d| d == 1).count();
+    let twos = draws.iter().filter(|&&d| d == 2).count();
+    assert!(
+        ones > 4000 && ones < 6000 && twos > 2000 && twos < 3000,
+        "{ones} {twos}"
+    );
+}
