@@ -135,6 +135,20 @@ pub struct RunArgs {
     /// X/Y over nodes of --ranks-per-node (bin/bin, bin/star).
     #[arg(long, default_value = "bin")]
     pub era_tree: String,
+    /// Tree of the ftco-* algorithms: kary:K or knomial:K.
+    #[arg(long, default_value = "knomial:2")]
+    pub ftco_tree: String,
+    /// Fully connected roots of the ftco-* tree (1 = a single-root tree).
+    #[arg(long, default_value_t = 1)]
+    pub ftco_roots: u32,
+    /// Detection timeout of the ftco-* algorithms (the per-message timeout towards a neighbour
+    /// of degree 1): steps in the simulator (default 40), a time with its unit on real ranks
+    /// (default 100ms).
+    #[arg(long, value_name = "T")]
+    pub detect_timeout: Option<String>,
+    /// Service-distance function of the ftco-* algorithms: rsd, rsd:R (0 < R <= 0.5) or disd.
+    #[arg(long, default_value = "rsd")]
+    pub service_distance: String,
     /// Scripted fault (repeatable); syntax below.
     #[arg(long = "fault", value_name = "SPEC")]
     pub faults: Vec<String>,

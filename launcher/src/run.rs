@@ -4,6 +4,7 @@ use std::fs;
 
 use anyhow::{bail, Context};
 use ftcoll_algos::corrected::{Correction, FailureInfo};
+use ftcoll_algos::ftco::FtcoOptions;
 use ftcoll_algos::topology::Topology;
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::faults::FaultSpec;
@@ -71,6 +72,7 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         )
         .map_err(|e| anyhow::anyhow!(e))?;
     }
+    spec.ftco = ftco_options(args, true)?;
     if args.n == 0 {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }
@@ -101,6 +103,59 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         ..SimConfig::default()
     };
     Ok((spec, config))
+}
+
+/// Message latency f_ETA assumes on real ranks over shared memory or TCP on one machine.
+const LIVE_ETA_LATENCY_NS: u64 = 50_000;
+/// Per-message overhead f_ETA assumes on real ranks.
+const LIVE_ETA_OVERHEAD_NS: u64 = 5_000;
+/// Default detection timeout on real ranks.
+const LIVE_DETECT_TIMEOUT: &str = "100ms";
+
+/// The FTCO options of the flags: time in LogP steps for the simulator (`sim`), in
+/// nanoseconds on real ranks.
+pub fn ftco_options(args: &RunArgs, sim: bool) -> anyhow::Result<FtcoOptions> {
+    use ftcoll_algos::time::Duration as Ticks;
+    use ftcoll_runtime::faults::{parse_time, FaultTime};
+    let shape = ftcoll_algos::ftco::parse_shape(&args.ftco_tree).map_err(anyhow::Error::msg)?;
+    let service =
+        ftcoll_algos::ftco::parse_service(&args.service_distance).map_err(anyhow::Error::msg)?;
+    if args.ftco_roots == 0 {
+        bail!("--ftco-roots must be at least 1");
+    }
+    let defaults = FtcoOptions::default();
+    let text = args.detect_timeout.clone().unwrap_or_else(|| {
+        if sim {
+            "40".into()
+        } else {
+            LIVE_DETECT_TIMEOUT.into()
+        }
+    });
+    let timeout = parse_time("detect-timeout", &text).map_err(anyhow::Error::msg)?;
+    let (detect_timeout, costs) = match (sim, timeout) {
+        (true, FaultTime::Steps(steps)) if steps > 0 => (Ticks(steps), defaults.costs),
+        (false, FaultTime::Nanos(nanos)) if nanos > 0 => (
+            Ticks(nanos),
+            ftcoll_algos::ftco::LogP {
+                latency: Ticks(LIVE_ETA_LATENCY_NS),
+                overhead: Ticks(LIVE_ETA_OVERHEAD_NS),
+            },
+        ),
+        (true, _) => {
+            bail!("--detect-timeout in the simulator is a positive number of steps, e.g. 40")
+        }
+        (false, _) => {
+            bail!("--detect-timeout on real ranks is a positive time with its unit, e.g. 100ms")
+        }
+    };
+    Ok(FtcoOptions {
+        shape,
+        roots: args.ftco_roots,
+        detect_timeout,
+        costs,
+        service,
+        ..defaults
+    })
 }
 
 /// Parses `perfect:DELAY` or `timeout:PERIOD,TIMEOUT`.

@@ -8,6 +8,7 @@ use ftcoll_algos::corrected::{
     FailureInfo, ReduceConfig,
 };
 use ftcoll_algos::era::{AgreedValue, EraConfig, EraRun, EraRunConfig, EraTopology};
+use ftcoll_algos::ftco::FtcoOptions;
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
 use ftcoll_algos::topology::{Topology, TopologyError};
@@ -269,6 +270,8 @@ pub struct JobSpec {
     pub correction: Correction,
     /// The agreement tree of `era-agree`.
     pub era_topology: EraTopology,
+    /// Tree, timeout and service distance of the ftco-* algorithms.
+    pub ftco: FtcoOptions,
     /// Blocking agreements in a row (`era-agree`).
     pub agreements: u32,
 }
@@ -289,6 +292,7 @@ impl JobSpec {
             failure_info: FailureInfo::default(),
             correction: Correction::Checked,
             era_topology: EraTopology::default(),
+            ftco: FtcoOptions::default(),
             agreements: 1,
         }
     }

@@ -48,6 +48,7 @@
 //! names the ranks.
 
 mod engine;
+pub mod options;
 pub mod pieces;
 pub mod ranges;
 mod view;
@@ -56,6 +57,7 @@ mod view;
 mod tests;
 
 pub use engine::Ftco;
+pub use options::{parse_service, parse_shape, FtcoOptions};
 pub use pieces::Piece;
 pub use ranges::{Contributors, ContributorsError};
 

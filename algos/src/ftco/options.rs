@@ -1,0 +1,156 @@
+//! A job's FTCO choices, the same at every rank: tree shape and roots, detection timeout,
+//! service-distance function. [`FtcoOptions::config`] turns them into one rank's
+//! [`FtcoConfig`].
+
+use super::{Collective, FtcoConfig, LogP, ServiceDistance};
+use crate::rank::Rank;
+use crate::time::Duration;
+use crate::topology::{Tree, TreeShape};
+use crate::values::ReduceOp;
+use crate::wire::OpId;
+
+/// What every rank of an FTCO job uses.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FtcoOptions {
+    /// Tree shape and radix.
+    pub shape: TreeShape,
+    /// Fully connected roots (1 = single-root tree).
+    pub roots: u32,
+    /// Base of f_timeout, in the run's time unit (LogP steps in the simulator, nanoseconds on
+    /// real ranks).
+    pub detect_timeout: Duration,
+    /// The costs f_ETA assumes, in the same unit.
+    pub costs: LogP,
+    /// Multiplier on the fault-free f_ETA before a waiting rank probes.
+    pub eta_slack: u32,
+    /// Service-distance function.
+    pub service: ServiceDistance,
+}
+
+impl Default for FtcoOptions {
+    /// The paper's LogP model (L = 10, o = 1 steps): a binomial single-root tree, a base
+    /// timeout of 4L, RSD with r = 1/2.
+    fn default() -> FtcoOptions {
+        FtcoOptions {
+            shape: TreeShape::BINOMIAL,
+            roots: 1,
+            detect_timeout: Duration(40),
+            costs: LogP {
+                latency: Duration(10),
+                overhead: Duration(1),
+            },
+            eta_slack: 2,
+            service: ServiceDistance::Rsd { ratio: 0.5 },
+        }
+    }
+}
+
+impl FtcoOptions {
+    /// One rank's configuration over `n` ranks.
+    #[allow(clippy::too_many_arguments)]
+    pub fn config(
+        &self,
+        rank: Rank,
+        n: u32,
+        collective: Collective,
+        op: ReduceOp,
+        op_id: OpId,
+        known_dead: Vec<Rank>,
+        seed: u64,
+    ) -> Result<FtcoConfig, String> {
+        let tree = Tree::new(self.shape, n, self.roots.min(n).max(1))
+            .map_err(|e| format!("FTCO tree: {e}"))?;
+        let mut config = FtcoConfig::new(rank, tree, collective);
+        config.op = op;
+        config.op_id = op_id;
+        config.costs = self.costs;
+        config.eta_slack = self.eta_slack;
+        config.detect_timeout = self.detect_timeout;
+        config.service = self.service;
+        config.known_dead = known_dead;
+        config.seed = seed;
+        Ok(config)
+    }
+}
+
+/// Parses `kary:K` or `knomial:K` (K >= 2).
+pub fn parse_shape(text: &str) -> Result<TreeShape, String> {
+    let bad = || format!("unknown FTCO tree '{text}': use kary:K or knomial:K with K >= 2");
+    let (kind, radix) = text.split_once(':').ok_or_else(bad)?;
+    let k: u32 = radix.parse().map_err(|_| bad())?;
+    if k < 2 {
+        return Err(bad());
+    }
+    match kind {
+        "kary" => Ok(TreeShape::KAry { k }),
+        "knomial" => Ok(TreeShape::KNomial { k }),
+        _ => Err(bad()),
+    }
+}
+
+/// Parses `rsd`, `rsd:R` (0 < R <= 1/2) or `disd`.
+pub fn parse_service(text: &str) -> Result<ServiceDistance, String> {
+    let bad =
+        || format!("unknown service distance '{text}': use rsd, rsd:R with 0 < R <= 0.5, or disd");
+    match text.split_once(':') {
+        None if text == "rsd" => Ok(ServiceDistance::Rsd { ratio: 0.5 }),
+        None if text == "disd" => Ok(ServiceDistance::Disd),
+        Some(("rsd", ratio)) => {
+            let ratio: f64 = ratio.parse().map_err(|_| bad())?;
+            if ratio > 0.0 && ratio <= 0.5 {
+                Ok(ServiceDistance::Rsd { ratio })
+            } else {
+                Err(bad())
+            }
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_and_services_parse_and_bad_ones_say_what_to_use() {
+        assert_eq!(parse_shape("knomial:4"), Ok(TreeShape::KNomial { k: 4 }));
+        assert_eq!(parse_shape("kary:2"), Ok(TreeShape::KAry { k: 2 }));
+        for bad in ["knomial", "kary:1", "ring:3", "knomial:x", ""] {
+            let error = parse_shape(bad).unwrap_err();
+            assert!(error.contains("kary:K or knomial:K"), "{bad}: {error}");
+        }
+        assert_eq!(
+            parse_service("rsd"),
+            Ok(ServiceDistance::Rsd { ratio: 0.5 })
+        );
+        assert_eq!(
+            parse_service("rsd:0.25"),
+            Ok(ServiceDistance::Rsd { ratio: 0.25 })
+        );
+        assert_eq!(parse_service("disd"), Ok(ServiceDistance::Disd));
+        for bad in ["rsd:0.7", "rsd:0", "fifo", "disd:2"] {
+            assert!(parse_service(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn config_clamps_roots_to_the_group() {
+        let options = FtcoOptions {
+            roots: 8,
+            ..FtcoOptions::default()
+        };
+        let config = options
+            .config(
+                Rank(0),
+                3,
+                Collective::Allreduce,
+                ReduceOp::Sum,
+                OpId(1),
+                Vec::new(),
+                7,
+            )
+            .unwrap();
+        assert_eq!(config.tree.roots(), 3);
+        assert_eq!(config.seed, 7);
+    }
+}
