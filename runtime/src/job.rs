@@ -8,14 +8,15 @@ use ftcoll_algos::corrected::{
     FailureInfo, ReduceConfig,
 };
 use ftcoll_algos::era::{AgreedValue, EraConfig, EraRun, EraRunConfig, EraTopology};
-use ftcoll_algos::ftco::FtcoOptions;
+use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
 use ftcoll_algos::topology::{Topology, TopologyError};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp};
 
 use crate::sim::{
-    generate_inputs, InputKind, OracleStop, SimConfig, SimError, SimReport, Simulation,
+    generate_inputs, DetectorModel, InputKind, OracleStop, SimConfig, SimError, SimReport,
+    Simulation,
 };
 
 /// Every algorithm name ftcoll knows, implemented or not yet.
@@ -131,8 +132,21 @@ impl Algorithm {
                 | Algorithm::CorrectedReduce
                 | Algorithm::CorrectedBcast
                 | Algorithm::CorrectedAllreduce
+                | Algorithm::FtcoBcast
+                | Algorithm::FtcoReduce
+                | Algorithm::FtcoAllreduce
                 | Algorithm::EraAgree
         )
+    }
+
+    /// The collective of an `ftco-*` algorithm (004), which takes `--ftco-tree` and friends.
+    pub fn ftco_collective(self) -> Option<Collective> {
+        match self {
+            Algorithm::FtcoBcast => Some(Collective::Bcast),
+            Algorithm::FtcoReduce => Some(Collective::Reduce),
+            Algorithm::FtcoAllreduce => Some(Collective::Allreduce),
+            _ => None,
+        }
     }
 
     /// The corrected-tree family (001), which takes `--tolerate`.
@@ -227,10 +241,18 @@ pub enum JobError {
         tolerate: u32,
     },
     /// A tree algorithm on a sparse topology.
-    #[error("{algo} sends along its own tree and ring over a fully connected network; drop --topology or use --topology full")]
+    #[error("{algo} sends along its own overlay (tree, ring) over a fully connected network; drop --topology or use --topology full")]
     NeedsFullTopology {
         /// The algorithm.
         algo: Algorithm,
+    },
+    /// An FTCO job whose tree or options do not fit.
+    #[error("{algo}: {why}")]
+    Ftco {
+        /// The algorithm.
+        algo: Algorithm,
+        /// What is wrong.
+        why: String,
     },
     /// An agreement job with no agreements.
     #[error("--agreements must be at least 1")]
@@ -334,10 +356,7 @@ impl JobSpec {
                         op: self.op.name(),
                     });
                 }
-                if !matches!(
-                    self.op,
-                    ReduceOp::Sum | ReduceOp::Average | ReduceOp::Min | ReduceOp::Max
-                ) {
+                if !is_arithmetic(self.op) {
                     return Err(JobError::OpUnsupported {
                         algo: self.algo,
                         op: self.op.name(),
@@ -354,12 +373,19 @@ impl JobSpec {
                 if !matches!(self.topology, None | Some(Topology::FullyConnected { .. })) {
                     return Err(JobError::NeedsFullTopology { algo });
                 }
-                if algo != Algorithm::CorrectedBcast
-                    && !matches!(
-                        self.op,
-                        ReduceOp::Sum | ReduceOp::Average | ReduceOp::Min | ReduceOp::Max
-                    )
-                {
+                if algo != Algorithm::CorrectedBcast && !is_arithmetic(self.op) {
+                    return Err(JobError::OpUnsupported {
+                        algo,
+                        op: self.op.name(),
+                    });
+                }
+            }
+            algo if algo.ftco_collective().is_some() => {
+                if !matches!(self.topology, None | Some(Topology::FullyConnected { .. })) {
+                    return Err(JobError::NeedsFullTopology { algo });
+                }
+                // A broadcast ignores the operator.
+                if algo != Algorithm::FtcoBcast && !is_arithmetic(self.op) {
                     return Err(JobError::OpUnsupported {
                         algo,
                         op: self.op.name(),
@@ -442,6 +468,50 @@ impl JobSpec {
         CorrectedBcast::new(config)
     }
 
+    /// Rank `rank`'s instance of an `ftco-*` algorithm. No rank is known dead at the start:
+    /// ranks killed at time 0 are 004's inactive nodes, which FTCO finds by its own timeouts
+    /// like any other failure. `seed` drives the RSD draws (the run's seed).
+    pub fn ftco(&self, rank: Rank, op_id: OpId, seed: u64) -> Result<Ftco, JobError> {
+        let fail = |why: String| JobError::Ftco {
+            algo: self.algo,
+            why,
+        };
+        let collective = self
+            .algo
+            .ftco_collective()
+            .ok_or_else(|| fail("not an ftco-* algorithm".into()))?;
+        let config = self
+            .ftco
+            .config(rank, self.n, collective, self.op, op_id, Vec::new(), seed)
+            .map_err(fail)?;
+        Ok(Ftco::new(config))
+    }
+
+    /// Every rank's instance of an `ftco-*` algorithm, for a run with seed `seed`.
+    pub fn ftco_ranks(&self, op_id: OpId, seed: u64) -> Result<Vec<Ftco>, JobError> {
+        (0..self.n)
+            .map(|r| self.ftco(Rank(r), op_id, seed))
+            .collect()
+    }
+
+    /// The simulator set-up this job runs under: `config` plus what the algorithm needs.
+    /// ARDB without `--steps` gets the oracle stop. The `ftco-*` algorithms run without the
+    /// simulator's failure detector ([`DetectorModel::Silent`], whatever `--detector` says):
+    /// in 004's model a crash is silence, which FTCO detects by its own ACK timeouts, so it is
+    /// never sent [`ftcoll_algos::Input::PeerFailed`].
+    pub fn sim_config(&self, mut config: SimConfig) -> SimConfig {
+        if self.algo == Algorithm::Ardb && self.steps.is_none() {
+            config.oracle_stop = Some(OracleStop {
+                eps: self.eps.unwrap_or(DEFAULT_ARDB_EPS),
+                watch: RdbShape::new(self.n).root(),
+            });
+        }
+        if self.algo.ftco_collective().is_some() {
+            config.detector = DetectorModel::Silent;
+        }
+        config
+    }
+
     /// Rank `rank`'s corrected allreduce.
     pub fn corrected_allreduce(&self, rank: Rank, op_id: OpId) -> CorrectedAllreduce {
         let mut config = AllreduceConfig::new(rank, self.n, self.op, op_id, self.tolerate);
@@ -451,10 +521,10 @@ impl JobSpec {
     }
 }
 
-/// Runs `spec` in the simulator with `config` (whose oracle stop is set here for approximate
-/// algorithms given an eps).
-pub fn simulate(spec: &JobSpec, mut config: SimConfig) -> Result<SimReport, JobError> {
+/// Runs `spec` in the simulator with `config`, adapted by [`JobSpec::sim_config`].
+pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError> {
     spec.validate()?;
+    let config = spec.sim_config(config);
     let inputs = generate_inputs(spec.input, spec.n, spec.input_len, config.seed);
     let op_id = OpId(1);
     match spec.algo {
@@ -465,12 +535,6 @@ pub fn simulate(spec: &JobSpec, mut config: SimConfig) -> Result<SimReport, JobE
             run(config, ranks, inputs, spec)
         }
         Algorithm::Ardb => {
-            if spec.steps.is_none() {
-                config.oracle_stop = Some(OracleStop {
-                    eps: spec.eps.unwrap_or(DEFAULT_ARDB_EPS),
-                    watch: RdbShape::new(spec.n).root(),
-                });
-            }
             let ranks = (0..spec.n)
                 .map(|r| {
                     RecursiveDoubling::new(RdbConfig::approximate(
@@ -494,15 +558,20 @@ pub fn simulate(spec: &JobSpec, mut config: SimConfig) -> Result<SimReport, JobE
             let ranks = (0..spec.n)
                 .map(|r| spec.corrected_bcast(Rank(r), op_id))
                 .collect();
-            let root_input = inputs[..spec.input_len].to_vec();
-            let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
-            sim.set_expected(root_input);
-            Ok(sim.run())
+            run_bcast(config, ranks, inputs, spec)
         }
         Algorithm::CorrectedAllreduce => {
             let ranks = (0..spec.n)
                 .map(|r| spec.corrected_allreduce(Rank(r), op_id))
                 .collect();
+            run(config, ranks, inputs, spec)
+        }
+        Algorithm::FtcoBcast => {
+            let ranks = spec.ftco_ranks(op_id, config.seed)?;
+            run_bcast(config, ranks, inputs, spec)
+        }
+        Algorithm::FtcoReduce | Algorithm::FtcoAllreduce => {
+            let ranks = spec.ftco_ranks(op_id, config.seed)?;
             run(config, ranks, inputs, spec)
         }
         Algorithm::EraAgree => {
@@ -530,6 +599,27 @@ fn run<P: Protocol>(
 ) -> Result<SimReport, JobError> {
     let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
     Ok(sim.run())
+}
+
+/// A broadcast from rank 0: every rank should end with rank 0's input.
+fn run_bcast<P: Protocol>(
+    config: SimConfig,
+    ranks: Vec<P>,
+    inputs: Vec<f64>,
+    spec: &JobSpec,
+) -> Result<SimReport, JobError> {
+    let root_input = inputs[..spec.input_len].to_vec();
+    let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
+    sim.set_expected(root_input);
+    Ok(sim.run())
+}
+
+/// Operators on numbers (not bitmaps or rank sets), which the reductions over f64 inputs take.
+fn is_arithmetic(op: ReduceOp) -> bool {
+    matches!(
+        op,
+        ReduceOp::Sum | ReduceOp::Average | ReduceOp::Min | ReduceOp::Max
+    )
 }
 
 #[cfg(test)]
@@ -578,6 +668,37 @@ mod tests {
         assert_eq!(report.sim_time_steps, 10 * 12);
         assert_eq!(report.max_rel_error, 0.0);
         assert_eq!(report.completed, 1 << 10);
+    }
+
+    #[test]
+    fn ftco_jobs_run_in_the_simulator_without_failure_notices() {
+        for algo in [
+            Algorithm::FtcoAllreduce,
+            Algorithm::FtcoReduce,
+            Algorithm::FtcoBcast,
+        ] {
+            let mut spec = JobSpec::new(algo, 33);
+            spec.input = InputKind::OneHot;
+            spec.input_len = 33;
+            let config = spec.sim_config(SimConfig::default());
+            assert_eq!(config.detector, DetectorModel::Silent);
+            let report = simulate(&spec, SimConfig::default()).unwrap();
+            assert_eq!(report.completed, 33, "{algo}");
+            assert_eq!(report.max_rel_error, 0.0, "{algo}");
+            assert_eq!(report.notices, 0);
+            assert!(report.completion_steps > 0);
+            let mut bad = spec.clone();
+            bad.op = ReduceOp::BitOr;
+            let refused = bad.validate();
+            if algo == Algorithm::FtcoBcast {
+                assert_eq!(refused, Ok(()), "a broadcast ignores the operator");
+            } else {
+                assert!(matches!(refused, Err(JobError::OpUnsupported { .. })));
+            }
+            bad = spec.clone();
+            bad.topology = Some(Topology::torus3d(33).unwrap());
+            assert_eq!(bad.validate(), Err(JobError::NeedsFullTopology { algo }));
+        }
     }
 
     #[test]

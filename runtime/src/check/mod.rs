@@ -3,6 +3,7 @@
 
 pub mod corrected;
 pub mod era;
+pub mod ftco;
 
 use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, RankStatus};
 use ftcoll_algos::Time;

@@ -350,6 +350,9 @@ impl<P: Protocol> Simulation<P> {
         for &event in outbox.events() {
             match event {
                 Event::RoundDone { round } => self.check_oracle(rank, round),
+                Event::Completed => {
+                    self.report.completion_steps = self.report.completion_steps.max(now.0);
+                }
                 Event::Rejected { .. } => self.report.rejected += 1,
                 Event::FaultApplied(_) => self.report.state_flips += 1,
                 _ => {}
@@ -507,6 +510,7 @@ impl<P: Protocol> Simulation<P> {
                 self.queue
                     .push(when, EventClass::Fault, SimEvent::Suspect(rank));
             }
+            DetectorModel::Silent => {}
         }
     }
 

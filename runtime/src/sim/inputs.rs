@@ -16,6 +16,10 @@ pub enum InputKind {
     Ones,
     /// Every element equals the rank id.
     RankId,
+    /// Rank r's input is the unit vector e_r (element r is 1, the others 0; ranks at or past
+    /// the length contribute zeros): with `--len N` and a sum, element i of a result counts how
+    /// often rank i's value was reduced, so double counting and lost ranks show.
+    OneHot,
 }
 
 impl InputKind {
@@ -26,6 +30,7 @@ impl InputKind {
             "int" | "integers" => InputKind::Integers,
             "ones" => InputKind::Ones,
             "rank" => InputKind::RankId,
+            "onehot" => InputKind::OneHot,
             _ => return None,
         })
     }
@@ -37,6 +42,7 @@ impl InputKind {
             InputKind::Integers => "int",
             InputKind::Ones => "ones",
             InputKind::RankId => "rank",
+            InputKind::OneHot => "onehot",
         }
     }
 }
@@ -53,6 +59,9 @@ pub fn rank_inputs(kind: InputKind, rank: u32, len: usize, seed: u64) -> Vec<f64
         InputKind::Integers => (0..len).map(|_| rng.below(1001) as f64).collect(),
         InputKind::Ones => vec![1.0; len],
         InputKind::RankId => vec![f64::from(rank); len],
+        InputKind::OneHot => (0..len)
+            .map(|i| if i == rank as usize { 1.0 } else { 0.0 })
+            .collect(),
     }
 }
 
@@ -111,6 +120,14 @@ mod tests {
         assert_eq!(a[..], b[..30]);
         assert_ne!(a, generate_inputs(InputKind::Uniform, 10, 3, 43));
         assert!(a.iter().all(|&x| x > 0.0 && x < 1.0));
+    }
+
+    #[test]
+    fn one_hot_inputs_are_unit_vectors() {
+        let inputs = generate_inputs(InputKind::OneHot, 3, 3, 7);
+        assert_eq!(inputs, [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
+        assert_eq!(InputKind::parse("onehot"), Some(InputKind::OneHot));
+        assert_eq!(InputKind::OneHot.name(), "onehot");
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! fixed order, so a seed replays the same trace ([`SimReport::trace_hash`]).
 //!
 //! Faults reach protocols only as the papers model them: a crash is silence followed by a
-//! failure notice from the detector model; loss and cut links are missing messages; a bit flip is a
-//! changed bit in a message or an [`ftcoll_algos::Input::Fault`].
+//! failure notice from the detector model (or silence only, with [`DetectorModel::Silent`]);
+//! loss and cut links are missing messages; a bit flip is a changed bit in a message or an
+//! [`ftcoll_algos::Input::Fault`].
 
 pub mod cost;
 mod engine;
@@ -43,6 +44,10 @@ pub enum DetectorModel {
         /// Silence before suspicion.
         timeout_steps: u64,
     },
+    /// No detector: a crash is silence only and no rank is ever told. For protocols that detect
+    /// failures by their own timeouts (FTCO, 004): a notice would tell them what the paper's
+    /// model makes them find out. A stopped rank is never fenced.
+    Silent,
 }
 
 impl Default for DetectorModel {
@@ -148,6 +153,10 @@ pub struct SimReport {
     pub notices: u64,
     /// Virtual time of the last handled input.
     pub sim_time_steps: u64,
+    /// Virtual time of the last completion ([`ftcoll_algos::Event::Completed`]): the
+    /// operation's latency. Earlier than `sim_time_steps` when timers a protocol no longer
+    /// needs still fire (drivers may deliver cancelled timers).
+    pub completion_steps: u64,
     /// Most rounds any rank completed.
     pub rounds: u32,
     /// Max relative error over live ranks that completed (infinite if none did).
