@@ -29,7 +29,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "allreduce" => crate::bench_allreduce::run(args),
         "corrected" => crate::bench_allreduce::run_corrected(args),
         "era" => crate::bench_era::run(args),
-        other => bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected, era"),
+        "ftco" => crate::bench_ftco::run(args),
+        other => {
+            bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected, era, ftco")
+        }
     }
 }
 

@@ -65,7 +65,9 @@ pub struct BenchArgs {
     /// What to measure: `sim` (simulator events per second and bytes per rank), `allreduce`
     /// (8-byte allreduce latency on real processes, beside Open MPI and MPICH), `corrected`
     /// (corrected-tree allreduce beside rdb, with dead ranks), or `era` (agreement latency
-    /// beside the allreduce and ULFM, and the cost of a failure by the failed rank's role).
+    /// beside the allreduce and ULFM, and the cost of a failure by the failed rank's role), or
+    /// `ftco` (FTCO allreduce with offline faults, 004 Table 1, and against the ULFM way,
+    /// Fig. 6).
     pub name: String,
     /// Ranks for `allreduce`, comma-separated.
     #[arg(long, default_value = "2,4,8,16")]
@@ -91,6 +93,15 @@ pub struct BenchArgs {
     /// Ranks of `era`'s failure runs.
     #[arg(long, default_value_t = 16)]
     pub failure_n: u32,
+    /// Tree of `ftco`.
+    #[arg(long, default_value = "kary:2")]
+    pub ftco_tree: String,
+    /// Detection timeout of `ftco`.
+    #[arg(long, default_value = "100ms")]
+    pub detect_timeout: String,
+    /// Ranks of `ftco`'s Fig. 6 comparison, comma-separated.
+    #[arg(long, default_value = "8,16,32,64")]
+    pub fig6_sizes: String,
     /// Where Open MPI 5 with ULFM is installed, for `era`'s side-by-side figures.
     #[arg(long, default_value = "/opt/ulfm")]
     pub ulfm_prefix: PathBuf,
@@ -149,6 +160,10 @@ pub struct RunArgs {
     /// Service-distance function of the ftco-* algorithms: rsd, rsd:R (0 < R <= 0.5) or disd.
     #[arg(long, default_value = "rsd")]
     pub service_distance: String,
+    /// On real ranks, the ftco-* algorithms also act on the launcher's failure notices during
+    /// the operation (by default they detect failures by their own timeouts only, as 004).
+    #[arg(long)]
+    pub ftco_notices: bool,
     /// Scripted fault (repeatable); syntax below.
     #[arg(long = "fault", value_name = "SPEC")]
     pub faults: Vec<String>,

@@ -6,6 +6,7 @@
 mod bench;
 mod bench_allreduce;
 mod bench_era;
+mod bench_ftco;
 mod cli;
 mod live;
 mod report;

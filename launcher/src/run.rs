@@ -115,23 +115,34 @@ const LIVE_DETECT_TIMEOUT: &str = "100ms";
 /// The FTCO options of the flags: time in LogP steps for the simulator (`sim`), in
 /// nanoseconds on real ranks.
 pub fn ftco_options(args: &RunArgs, sim: bool) -> anyhow::Result<FtcoOptions> {
+    ftco_options_from(
+        &args.ftco_tree,
+        args.ftco_roots,
+        args.detect_timeout.as_deref(),
+        &args.service_distance,
+        sim,
+    )
+}
+
+/// [`ftco_options`] from the flags' texts (the rank processes get them as their own flags).
+pub fn ftco_options_from(
+    tree: &str,
+    roots: u32,
+    detect_timeout: Option<&str>,
+    service_distance: &str,
+    sim: bool,
+) -> anyhow::Result<FtcoOptions> {
     use ftcoll_algos::time::Duration as Ticks;
     use ftcoll_runtime::faults::{parse_time, FaultTime};
-    let shape = ftcoll_algos::ftco::parse_shape(&args.ftco_tree).map_err(anyhow::Error::msg)?;
+    let shape = ftcoll_algos::ftco::parse_shape(tree).map_err(anyhow::Error::msg)?;
     let service =
-        ftcoll_algos::ftco::parse_service(&args.service_distance).map_err(anyhow::Error::msg)?;
-    if args.ftco_roots == 0 {
+        ftcoll_algos::ftco::parse_service(service_distance).map_err(anyhow::Error::msg)?;
+    if roots == 0 {
         bail!("--ftco-roots must be at least 1");
     }
     let defaults = FtcoOptions::default();
-    let text = args.detect_timeout.clone().unwrap_or_else(|| {
-        if sim {
-            "40".into()
-        } else {
-            LIVE_DETECT_TIMEOUT.into()
-        }
-    });
-    let timeout = parse_time("detect-timeout", &text).map_err(anyhow::Error::msg)?;
+    let text = detect_timeout.unwrap_or(if sim { "40" } else { LIVE_DETECT_TIMEOUT });
+    let timeout = parse_time("detect-timeout", text).map_err(anyhow::Error::msg)?;
     let (detect_timeout, costs) = match (sim, timeout) {
         (true, FaultTime::Steps(steps)) if steps > 0 => (Ticks(steps), defaults.costs),
         (false, FaultTime::Nanos(nanos)) if nanos > 0 => (
@@ -150,7 +161,7 @@ pub fn ftco_options(args: &RunArgs, sim: bool) -> anyhow::Result<FtcoOptions> {
     };
     Ok(FtcoOptions {
         shape,
-        roots: args.ftco_roots,
+        roots,
         detect_timeout,
         costs,
         service,
@@ -224,6 +235,15 @@ fn print_summary(spec: &JobSpec, report: &SimReport) {
     println!("  rounds            {}", report.rounds);
     println!("  messages          {}", report.messages);
     println!("  sim time          {} steps", report.sim_time_steps);
+    if report.completion_steps < report.sim_time_steps {
+        println!(
+            "  last completion   {} steps (later events were timers no rank needed)",
+            report.completion_steps
+        );
+    }
+    if spec.algo.ftco_collective().is_some() {
+        println!("  failure notices   none: FTCO finds crashes by its own ACK timeouts");
+    }
     println!("  max rel. error    {:.3e}", report.max_rel_error);
     if let Some(error) = report.admissible_error {
         println!("  vs survivors      {error:.3e} (survivors' inputs plus any subset of the crashed ranks')");
@@ -304,9 +324,12 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let algo = Algorithm::parse(&args.algo)?;
-    if algo != Algorithm::Rdb && algo != Algorithm::EraAgree && !algo.is_corrected() {
-        bail!("real runs support --algo rdb, corrected-reduce, corrected-bcast, corrected-allreduce and era-agree in this build (the others run with --sim)");
+    let is_ftco = algo.ftco_collective().is_some();
+    if algo != Algorithm::Rdb && algo != Algorithm::EraAgree && !algo.is_corrected() && !is_ftco {
+        bail!("real runs support --algo rdb, corrected-reduce, corrected-bcast, corrected-allreduce, ftco-bcast, ftco-reduce, ftco-allreduce and era-agree in this build (the others run with --sim)");
     }
+    // A bad FTCO flag fails here, before any rank starts.
+    ftco_options(args, false)?;
     // The same validation as a simulated job: a bad --tolerate fails before anything starts.
     job_from_args(args)?;
     let (op, input) = if algo == Algorithm::EraAgree {
@@ -344,7 +367,20 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
             args.failure_info.clone(),
             "--correction".into(),
             args.correction.clone(),
-        ],
+            "--ftco-tree".into(),
+            args.ftco_tree.clone(),
+            "--ftco-roots".into(),
+            args.ftco_roots.to_string(),
+            "--detect-timeout".into(),
+            args.detect_timeout
+                .clone()
+                .unwrap_or_else(|| LIVE_DETECT_TIMEOUT.into()),
+            "--service-distance".into(),
+            args.service_distance.clone(),
+        ]
+        .into_iter()
+        .chain(args.ftco_notices.then(|| "--ftco-notices".to_string()))
+        .collect(),
         builtin: true,
         transport,
         faults,
@@ -367,10 +403,12 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
             1
         },
         expected: match algo {
-            Algorithm::CorrectedBcast => crate::live::Expected::RootInput,
-            Algorithm::CorrectedReduce | Algorithm::CorrectedAllreduce | Algorithm::EraAgree => {
-                crate::live::Expected::SurvivorsAggregate
-            }
+            Algorithm::CorrectedBcast | Algorithm::FtcoBcast => crate::live::Expected::RootInput,
+            Algorithm::CorrectedReduce
+            | Algorithm::CorrectedAllreduce
+            | Algorithm::EraAgree
+            | Algorithm::FtcoReduce
+            | Algorithm::FtcoAllreduce => crate::live::Expected::SurvivorsAggregate,
             _ => crate::live::Expected::Aggregate,
         },
     };

@@ -503,8 +503,7 @@ impl Communicator {
     /// tolerant; the fault-tolerant algorithms return the ranks they excluded instead.
     pub fn allreduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<Outcome, CommError> {
         let op_id = OpId(self.ops + 1);
-        let protocol =
-            RecursiveDoubling::new(RdbConfig::exact(self.me(), self.env.size, op, op_id));
+        let protocol = RecursiveDoubling::new(RdbConfig::exact(self.me(), self.size(), op, op_id));
         self.run_collective(protocol, data)
     }
 
@@ -520,7 +519,7 @@ impl Communicator {
     ) -> Result<Outcome, CommError> {
         let mut config = AllreduceConfig::new(
             self.me(),
-            self.env.size,
+            self.size(),
             op,
             OpId(self.ops + 1),
             options.tolerate,
@@ -542,7 +541,7 @@ impl Communicator {
     ) -> Result<Outcome, CommError> {
         let mut config = ReduceConfig::new(
             self.me(),
-            self.env.size,
+            self.size(),
             op,
             OpId(self.ops + 1),
             options.tolerate,
@@ -562,7 +561,7 @@ impl Communicator {
     ) -> Result<Outcome, CommError> {
         let mut config = BcastConfig::new(
             self.me(),
-            self.env.size,
+            self.size(),
             OpId(self.ops + 1),
             Rank(root),
             options.tolerate,
@@ -571,25 +570,43 @@ impl Communicator {
         self.run_collective(CorrectedBcast::new(config), data)
     }
 
+    /// This rank as the collectives number it: its index among the members (after a shrink,
+    /// the executor maps member indices to world ranks).
     fn me(&self) -> Rank {
-        Rank(self.env.rank)
+        Rank(self.rank())
     }
 
     fn check_tolerance(&self, tolerate: u32) -> Result<(), CommError> {
-        if self.env.size < tolerate.saturating_add(2) {
+        if self.size() < tolerate.saturating_add(2) {
             return Err(CommError::Tolerance {
                 tolerate,
-                size: self.env.size,
+                size: self.size(),
             });
         }
         Ok(())
     }
 
+    /// The operation id the next collective gets.
+    pub(crate) fn next_op_id(&self) -> OpId {
+        OpId(self.ops + 1)
+    }
+
     /// Runs one collective to its end and writes its result into `data` where this rank has one.
     fn run_collective<P: Protocol + Send + 'static>(
         &mut self,
+        protocol: P,
+        data: &mut [f64],
+    ) -> Result<Outcome, CommError> {
+        self.run_collective_then(protocol, data, |_, _| {})
+    }
+
+    /// [`Communicator::run_collective`], letting `inspect` read the finished protocol and amend
+    /// the outcome before the protocol lingers.
+    pub(crate) fn run_collective_then<P: Protocol + Send + 'static>(
+        &mut self,
         mut protocol: P,
         data: &mut [f64],
+        inspect: impl FnOnce(&P, &mut Outcome),
     ) -> Result<Outcome, CommError> {
         let op_index = self.ops;
         self.ops += 1;
@@ -613,12 +630,14 @@ impl Communicator {
                     }
                     data.copy_from_slice(&result);
                 }
-                // What it still owes peers (late corrections) is served during later calls.
-                self.endpoint().linger(op_index + 1, Box::new(protocol));
-                Ok(Outcome {
+                let mut outcome = Outcome {
                     excluded: self.failed_ranks().into_iter().map(Rank).collect(),
                     messages: stats.sent,
-                })
+                };
+                inspect(&protocol, &mut outcome);
+                // What it still owes peers (late corrections) is served during later calls.
+                self.endpoint().linger(op_index + 1, Box::new(protocol));
+                Ok(outcome)
             }
             OpEnd::Aborted => Err(CommError::PeerFailed {
                 failed: self.failed_ranks(),

@@ -80,6 +80,9 @@ pub struct Endpoint<T: Transport> {
     timers: BTreeMap<(Time, TimerId), ()>,
     early: BTreeMap<u64, Vec<(Rank, Vec<u64>, usize)>>,
     early_count: usize,
+    /// The id the next operation gets at the earliest (one above the last one run): between
+    /// operations, frames from it on are held for their operation.
+    next_op_id: u64,
     lingering: Vec<Lingering>,
     /// Agreement services (in world ranks), newest last: frames of ERA go to the one of their
     /// epoch whatever operation runs, so a rank answers agreements it already returned from.
@@ -123,6 +126,7 @@ impl<T: Transport> Endpoint<T> {
             timers: BTreeMap::new(),
             early: BTreeMap::new(),
             early_count: 0,
+            next_op_id: 1,
             lingering: Vec::new(),
             era: Vec::new(),
             era_early: Vec::new(),
@@ -312,7 +316,8 @@ impl<T: Transport> Endpoint<T> {
             progressed = true;
         }
         self.after_handle(stats)?;
-        progressed |= self.receive(&mut BetweenOperations, u64::MAX, stats)? > 0;
+        let next = self.next_op_id;
+        progressed |= self.receive(&mut BetweenOperations, next, false, stats)? > 0;
         self.transport.progress()?;
         Ok(progressed)
     }
@@ -364,6 +369,7 @@ impl<T: Transport> Endpoint<T> {
         limit: Duration,
     ) -> Result<(OpEnd, OpStats), ExecError> {
         self.die_if_scripted(op_index);
+        self.next_op_id = self.next_op_id.max(op_id + 1);
         let mut stats = OpStats::default();
         if self.is_revoked() {
             return Ok((OpEnd::Revoked, stats));
@@ -421,7 +427,7 @@ impl<T: Transport> Endpoint<T> {
                 // Data first: whatever a dead rank published before it died is already visible
                 // (its publish happened before the launcher reaped it and told us), and a
                 // collective that can complete with it should.
-                progressed |= self.receive(protocol, op_id, &mut stats)? > 0;
+                progressed |= self.receive(protocol, op_id, true, &mut stats)? > 0;
                 for world in self.absorb_failures() {
                     if let Some(rank) = Endpoint::<T>::local(&self.group, world) {
                         protocol.handle(
@@ -444,7 +450,7 @@ impl<T: Transport> Endpoint<T> {
                     self.after_handle(&mut stats)?;
                 }
             }
-            progressed |= self.receive(protocol, op_id, &mut stats)? > 0;
+            progressed |= self.receive(protocol, op_id, true, &mut stats)? > 0;
             if self.revoke_watch.is_some() && self.is_revoked() {
                 return Ok((OpEnd::Revoked, stats));
             }
@@ -478,17 +484,21 @@ impl<T: Transport> Endpoint<T> {
         }
     }
 
-    /// Hands arrived frames to the protocol; returns how many were handled.
+    /// Hands arrived frames to the protocol; returns how many were handled. `running`: the
+    /// protocol is operation `op_id`'s; otherwise no operation runs and `op_id` is the next one,
+    /// whose frames are held with the later ones'.
     fn receive<P: Protocol>(
         &mut self,
         protocol: &mut P,
         op_id: u64,
+        running: bool,
         stats: &mut OpStats,
     ) -> Result<usize, ExecError> {
         // Split borrows: the transport lends the bytes while the protocol and outbox take them.
         let Endpoint {
             transport,
             outbox,
+            me,
             early,
             early_count,
             epoch,
@@ -539,7 +549,7 @@ impl<T: Transport> Endpoint<T> {
                         "dropped a frame from outside the communicator"
                     );
                 }
-                Ok(frame) if frame.header.op_id == op_id => {
+                Ok(frame) if running && frame.header.op_id == op_id => {
                     stats.received += 1;
                     let from = Rank(Endpoint::<T>::local(group, from.0).unwrap_or(from.0));
                     protocol.handle(now, Input::Message { from, frame }, outbox);
@@ -547,12 +557,25 @@ impl<T: Transport> Endpoint<T> {
                         std::thread::sleep(delay);
                     }
                 }
-                Ok(frame) if frame.header.op_id > op_id && *early_count < MAX_EARLY_FRAMES => {
+                Ok(frame)
+                    if (frame.header.op_id > op_id || !running && frame.header.op_id == op_id)
+                        && *early_count < MAX_EARLY_FRAMES =>
+                {
                     let mut words = vec![0u64; bytes.len().div_ceil(8)];
                     bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()]
                         .copy_from_slice(bytes);
+                    let local_from = Rank(Endpoint::<T>::local(group, from.0).unwrap_or(from.0));
+                    // FTCO peers already in that operation need an ACK now (004 App. B).
+                    if let Some(local_me) = Endpoint::<T>::local(group, me.0) {
+                        ftcoll_algos::ftco::ack_before_start(
+                            Rank(local_me),
+                            local_from,
+                            &frame.header,
+                            outbox,
+                        );
+                    }
                     early.entry(frame.header.op_id).or_default().push((
-                        Rank(Endpoint::<T>::local(group, from.0).unwrap_or(from.0)),
+                        local_from,
                         words,
                         bytes.len(),
                     ));
@@ -627,7 +650,8 @@ impl<T: Transport> Endpoint<T> {
             for rank in self.absorb_failures() {
                 self.notify_lingering(rank, &mut stats)?;
             }
-            let handled = self.receive(&mut BetweenOperations, next_op_id, &mut stats)?;
+            let next = next_op_id.max(self.next_op_id);
+            let handled = self.receive(&mut BetweenOperations, next, false, &mut stats)?;
             self.transport.progress()?;
             if handled == 0 {
                 self.transport.wait(Some(Duration::from_millis(1)))?;
@@ -715,8 +739,8 @@ impl<T: Transport> Endpoint<T> {
     }
 }
 
-/// Stands for "no operation running" while finished operations are served: frames of the next
-/// operation are never handed to it (they are held as early frames, as usual).
+/// Stands for "no operation running" while finished operations are served: `receive` never
+/// hands it a frame (those of the next operation are held as early frames, as usual).
 struct BetweenOperations;
 
 impl Protocol for BetweenOperations {

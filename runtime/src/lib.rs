@@ -11,6 +11,7 @@ pub mod control;
 pub mod env;
 pub mod exec;
 pub mod faults;
+pub mod ftco_call;
 pub mod job;
 pub mod progress;
 pub mod rank_faults;

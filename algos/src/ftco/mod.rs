@@ -61,11 +61,12 @@ pub use options::{parse_service, parse_shape, FtcoOptions};
 pub use pieces::Piece;
 pub use ranges::{Contributors, ContributorsError};
 
+use crate::protocol::Outbox;
 use crate::rank::Rank;
 use crate::time::Duration;
 use crate::topology::Tree;
 use crate::values::ReduceOp;
-use crate::wire::{AlgoId, OpId};
+use crate::wire::{AlgoId, FrameHeader, OpId};
 
 /// Which collective one [`Ftco`] runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -190,4 +191,28 @@ impl FtcoConfig {
             max_queue: 4096,
         }
     }
+}
+
+/// 004 App. B: a rank that has not started an operation yet acknowledges the DATA and
+/// KEEPALIVE others send it for that operation (the DATA itself waits, held by the caller, until
+/// the rank starts), so that a peer already in the operation does not take it for dead. Ranks
+/// reach an operation at different times whenever the previous one ended unevenly, as one that
+/// routed around a failure does. `me` is the receiver, `from` the sender, as the operation
+/// numbers them. Queues the ACK and returns true for such a frame; false for any other.
+pub fn ack_before_start(me: Rank, from: Rank, header: &FrameHeader, out: &mut Outbox) -> bool {
+    let algo = match AlgoId::from_u8(header.algo) {
+        Some(algo @ (AlgoId::FtcoBcast | AlgoId::FtcoReduce | AlgoId::FtcoAllreduce)) => algo,
+        _ => return false,
+    };
+    if !matches!(
+        FtcoKind::from_u8(header.kind),
+        Some(FtcoKind::Data | FtcoKind::KeepAlive)
+    ) {
+        return false;
+    }
+    // The engine's ACK: sequence 0, the acknowledged message's sequence in `aux`.
+    let ack = FrameHeader::new(algo, FtcoKind::Ack as u8, OpId(header.op_id), me, 0)
+        .with_aux(u64::from(header.step));
+    out.send(from, ack, crate::values::ValuesRef::Empty);
+    true
 }

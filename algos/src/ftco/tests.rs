@@ -18,8 +18,24 @@ use crate::Event;
 const LATENCY: u64 = 10;
 
 enum Due {
-    Deliver { from: u32, to: u32, bytes: Vec<u8> },
-    Timer { rank: u32, timer: TimerId },
+    Deliver {
+        from: u32,
+        to: u32,
+        bytes: Vec<u8>,
+    },
+    Timer {
+        rank: u32,
+        timer: TimerId,
+    },
+    /// A failure notice reaching `rank` (real runs: the launcher's, never wrong).
+    Notice {
+        rank: u32,
+        dead: u32,
+    },
+    /// A late rank starts the operation.
+    Start {
+        rank: u32,
+    },
 }
 
 struct Net {
@@ -32,23 +48,48 @@ struct Net {
     /// Messages sent, by kind (index = kind byte).
     sent: [u64; 4],
     finished_at: Vec<Option<u64>>,
+    /// When each rank starts (0 unless made late).
+    start_at: Vec<u64>,
+    /// Frames that reached a rank before it started, delivered when it does.
+    held: Vec<Vec<(u32, Vec<u8>)>>,
+    /// One-hot inputs of late starters, kept until they start.
+    inputs: Vec<Values>,
 }
 
 impl Net {
     fn new(tree: Tree, collective: Collective, crashes: &[(u32, u64, bool)], seed: u64) -> Net {
+        let announced: Vec<u32> = crashes
+            .iter()
+            .filter(|c| c.1 == 0 && c.2)
+            .map(|c| c.0)
+            .collect();
+        Net::with_views(tree, collective, crashes, seed, |_, dead| {
+            announced.contains(&dead)
+        })
+    }
+
+    /// A network whose ranks start with their own views: rank r starts knowing that `dead`
+    /// (crashed at time 0) is dead when `knows(r, dead)`.
+    fn with_views(
+        tree: Tree,
+        collective: Collective,
+        crashes: &[(u32, u64, bool)],
+        seed: u64,
+        knows: impl Fn(u32, u32) -> bool,
+    ) -> Net {
         let n = tree.size();
         let mut crash_at = vec![u64::MAX; n as usize];
-        let mut known = Vec::new();
-        for &(rank, at, announced) in crashes {
+        for &(rank, at, _) in crashes {
             crash_at[rank as usize] = at;
-            if at == 0 && announced {
-                known.push(Rank(rank));
-            }
         }
         let ranks = (0..n)
             .map(|r| {
                 let mut config = FtcoConfig::new(Rank(r), tree, collective);
-                config.known_dead = known.clone();
+                config.known_dead = crashes
+                    .iter()
+                    .filter(|c| c.1 == 0 && knows(r, c.0))
+                    .map(|c| Rank(c.0))
+                    .collect();
                 config.seed = seed;
                 config.op_id = OpId(5);
                 config.costs.overhead = crate::Duration(0);
@@ -63,6 +104,9 @@ impl Net {
             out: Outbox::new(),
             sent: [0; 4],
             finished_at: vec![None; n as usize],
+            start_at: vec![0; n as usize],
+            held: vec![Vec::new(); n as usize],
+            inputs: Vec::new(),
         }
     }
 
@@ -99,7 +143,13 @@ impl Net {
     }
 
     fn run(&mut self, inputs: &[Values]) {
+        self.inputs = inputs.to_vec();
         for r in 0..self.ranks.len() as u32 {
+            let at = self.start_at[r as usize];
+            if at > 0 {
+                self.schedule(at, Due::Start { rank: r });
+                continue;
+            }
             if self.alive(r, 0) {
                 let data = inputs[r as usize].as_ref();
                 self.ranks[r as usize].handle(Time(0), Input::Start { data }, &mut self.out);
@@ -114,6 +164,14 @@ impl Net {
             match due {
                 Due::Deliver { from, to, bytes } => {
                     if !self.alive(to, now) {
+                        continue;
+                    }
+                    if now < self.start_at[to as usize] {
+                        // App. B: acknowledged now, handled once the rank starts.
+                        let frame = decode_aligned(&bytes);
+                        ack_before_start(Rank(to), Rank(from), &frame.header, &mut self.out);
+                        self.held[to as usize].push((from, bytes));
+                        self.flush(to, now);
                         continue;
                     }
                     let words: Vec<u64> = bytes
@@ -141,6 +199,34 @@ impl Net {
                     self.ranks[rank as usize].handle(Time(now), input, &mut self.out);
                     self.flush(rank, now);
                 }
+                Due::Start { rank } => {
+                    if !self.alive(rank, now) {
+                        continue;
+                    }
+                    let data = self.inputs[rank as usize].clone();
+                    let input = Input::Start {
+                        data: data.as_ref(),
+                    };
+                    self.ranks[rank as usize].handle(Time(now), input, &mut self.out);
+                    self.flush(rank, now);
+                    for (from, bytes) in std::mem::take(&mut self.held[rank as usize]) {
+                        let frame = decode_aligned(&bytes);
+                        let input = Input::Message {
+                            from: Rank(from),
+                            frame,
+                        };
+                        self.ranks[rank as usize].handle(Time(now), input, &mut self.out);
+                        self.flush(rank, now);
+                    }
+                }
+                Due::Notice { rank, dead } => {
+                    if !self.alive(rank, now) {
+                        continue;
+                    }
+                    let input = Input::PeerFailed { peer: Rank(dead) };
+                    self.ranks[rank as usize].handle(Time(now), input, &mut self.out);
+                    self.flush(rank, now);
+                }
             }
         }
     }
@@ -148,6 +234,21 @@ impl Net {
     fn total_sent(&self) -> u64 {
         self.sent.iter().sum()
     }
+}
+
+/// Decodes a frame from bytes of any alignment (the driver keeps frames as bytes).
+fn decode_aligned(bytes: &[u8]) -> Frame<'static> {
+    let words: Vec<u64> = bytes
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect();
+    let words: &'static [u64] = Box::leak(words.into_boxed_slice());
+    let aligned: &'static [u8] = bytemuck::cast_slice(words);
+    Frame::decode(&aligned[..bytes.len()]).unwrap()
 }
 
 fn one_hot(n: u32) -> Vec<Values> {
@@ -242,8 +343,71 @@ fn scenario() -> impl Strategy<Value = (Tree, Vec<(u32, u64, bool)>, u64)> {
     )
 }
 
+/// Which ranks start knowing of which dead ranks, and when notices of run-time crashes reach
+/// whom: drawn from `views` (one bit per live rank and crash), delays from `delays`.
+fn asymmetric_run(
+    tree: Tree,
+    crashes: &[(u32, u64, bool)],
+    seed: u64,
+    views: u64,
+    delays: &[u64],
+) -> Net {
+    let n = tree.size();
+    let knows = |r: u32, dead: u32| (views >> ((r * 7 + dead * 13) % 64)) & 1 == 1;
+    let mut net = Net::with_views(tree, Collective::Allreduce, crashes, seed, knows);
+    // Notices of every crash, to every rank, each after its own delay (some arrive after the
+    // operation ended at that rank: harmless).
+    for (i, &(dead, at, notify)) in crashes.iter().enumerate() {
+        if !notify {
+            continue;
+        }
+        for r in 0..n {
+            let delay = delays[(i * 31 + r as usize) % delays.len()];
+            net.schedule(at + 1 + delay, Due::Notice { rank: r, dead });
+        }
+    }
+    net
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// App. B: ranks start late (as after an uneven previous operation), some by more than the
+    /// detection timeout; what reaches them before is acknowledged at once and handled when
+    /// they start. Nobody late is taken for dead, and the result is consistent.
+    #[test]
+    fn late_starters_are_not_taken_for_dead(
+        (tree, crashes, seed) in scenario(),
+        late in proptest::collection::vec((any::<u32>(), 1u64..800), 0..8),
+    ) {
+        let n = tree.size();
+        let mut net = Net::new(tree, Collective::Allreduce, &crashes, seed);
+        for &(r, at) in &late {
+            net.start_at[(r % n) as usize] = at;
+        }
+        net.run(&one_hot(n));
+        check_allreduce(&net)?;
+        // With no crash at all, every rank is in the result.
+        if crashes.is_empty() {
+            let result = net.ranks[0].result().expect("rank 0 finished");
+            prop_assert_eq!(result.contributors.len(), u64::from(n));
+        }
+    }
+
+    /// Real runs: ranks start an operation with different views of which ranks are dead (a
+    /// launcher notice reached some before the call, others after), and notices of crashes
+    /// during the operation reach each rank at its own time.
+    #[test]
+    fn allreduce_is_consistent_under_asymmetric_views(
+        (tree, crashes, seed) in scenario(),
+        views in any::<u64>(),
+        delays in proptest::collection::vec(0u64..400, 1..16),
+    ) {
+        let n = tree.size();
+        let mut net = asymmetric_run(tree, &crashes, seed, views, &delays);
+        net.run(&one_hot(n));
+        check_allreduce(&net)?;
+    }
 
     #[test]
     fn allreduce_is_exactly_once_and_consistent((tree, crashes, seed) in scenario()) {

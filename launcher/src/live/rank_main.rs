@@ -6,9 +6,11 @@ use std::time::Instant;
 
 use clap::Args;
 use ftcoll_algos::corrected::{Correction, FailureInfo};
+use ftcoll_algos::ftco::Collective as FtcoCollective;
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::comm::{CommError, Communicator, CorrectedOptions, Outcome};
 use ftcoll_runtime::control::OpReport;
+use ftcoll_runtime::ftco_call::FtcoCall;
 use ftcoll_runtime::sim::{rank_inputs, InputKind};
 
 /// Flags of the hidden `__rank` subcommand the launcher starts.
@@ -50,6 +52,30 @@ pub struct RankArgs {
     /// the stabilizing ones and `ops` post-failure ones.
     #[arg(long)]
     pub bench_failure: bool,
+    /// Benchmark mode of a collective with a fault (004 Table 1, Fig. 6): the ranks the
+    /// launcher's faults kill die at the first operation after the warm-up; the survivors time
+    /// that operation (with `--bench-recovery`: the failed operation, revoke, shrink and a
+    /// retry, as a ULFM application recovers), then `ops` more.
+    #[arg(long)]
+    pub bench_fault_op: bool,
+    /// See `--bench-fault-op`.
+    #[arg(long)]
+    pub bench_recovery: bool,
+    /// Tree of the ftco-* algorithms.
+    #[arg(long, default_value = "knomial:2")]
+    pub ftco_tree: String,
+    /// Roots of the ftco-* tree.
+    #[arg(long, default_value_t = 1)]
+    pub ftco_roots: u32,
+    /// Detection timeout of the ftco-* algorithms (a time with its unit).
+    #[arg(long, default_value = "100ms")]
+    pub detect_timeout: String,
+    /// Service-distance function of the ftco-* algorithms.
+    #[arg(long, default_value = "rsd")]
+    pub service_distance: String,
+    /// The ftco-* algorithms also act on failure notices.
+    #[arg(long)]
+    pub ftco_notices: bool,
 }
 
 /// Runs one rank of the built-in job.
@@ -73,6 +99,8 @@ enum Collective {
     /// One agreement per operation on the contributors' set; a failure the agreement reports
     /// is acknowledged and the communicator shrunk, as a ULFM application recovers.
     EraAgree,
+    /// An FTCO collective (004).
+    Ftco(FtcoCall),
 }
 
 impl Collective {
@@ -89,6 +117,27 @@ impl Collective {
             "corrected-reduce" => Collective::CorrectedReduce(options),
             "corrected-bcast" => Collective::CorrectedBcast(options),
             "era-agree" => Collective::EraAgree,
+            "ftco-bcast" | "ftco-reduce" | "ftco-allreduce" => {
+                let collective = match args.algo.as_str() {
+                    "ftco-bcast" => FtcoCollective::Bcast,
+                    "ftco-reduce" => FtcoCollective::Reduce,
+                    _ => FtcoCollective::Allreduce,
+                };
+                let options = crate::run::ftco_options_from(
+                    &args.ftco_tree,
+                    args.ftco_roots,
+                    Some(&args.detect_timeout),
+                    &args.service_distance,
+                    false,
+                )
+                .unwrap_or_default();
+                Collective::Ftco(FtcoCall {
+                    collective,
+                    options,
+                    notices: args.ftco_notices,
+                    seed: args.seed,
+                })
+            }
             _ => Collective::Rdb,
         }
     }
@@ -109,6 +158,10 @@ impl Collective {
             }
             Collective::CorrectedBcast(o) => Ok((comm.corrected_bcast(data, 0, o)?, true)),
             Collective::EraAgree => agree_once(comm, data),
+            Collective::Ftco(call) => {
+                let has_value = call.collective != FtcoCollective::Reduce || root_only;
+                Ok((comm.ftco(data, op, &call)?, has_value))
+            }
         }
     }
 }
@@ -167,6 +220,17 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
     if let Some(warmup) = args.bench_warmup {
         if args.bench_failure {
             return bench_failure(comm, warmup, args.ops);
+        }
+        if args.bench_fault_op {
+            let run = FaultOpRun {
+                collective,
+                input: &mine,
+                op,
+                warmup,
+                ops: args.ops,
+                recovery: args.bench_recovery,
+            };
+            return run.bench(comm);
         }
         return bench(comm, collective, &mine, op, warmup, args.ops);
     }
@@ -267,4 +331,53 @@ fn bench_failure(mut comm: Communicator, warmup: u64, ops: u64) -> Result<(), Co
     }
     comm.report_timings(nanos)?;
     comm.finish()
+}
+
+/// One benchmark of a collective that meets a fault (see `--bench-fault-op`).
+struct FaultOpRun<'a> {
+    collective: Collective,
+    input: &'a [f64],
+    op: ReduceOp,
+    warmup: u64,
+    ops: u64,
+    recovery: bool,
+}
+
+impl FaultOpRun<'_> {
+    /// Reports `[the faulty operation, the later ones...]` in nanoseconds.
+    fn bench(&self, mut comm: Communicator) -> Result<(), CommError> {
+        let mut data = self.input.to_vec();
+        for _ in 0..self.warmup {
+            data.copy_from_slice(self.input);
+            self.collective.run(&mut comm, &mut data, self.op)?;
+        }
+        data.copy_from_slice(self.input);
+        let started = Instant::now();
+        match self.collective.run(&mut comm, &mut data, self.op) {
+            Ok(_) => {}
+            // A rank sees the failure itself, or the revoke of a rank that saw it first.
+            Err(CommError::PeerFailed { .. } | CommError::Revoked) if self.recovery => {
+                // ULFM's pattern: make every rank leave the failed operation, agree on the
+                // survivors, retry on them.
+                tracing::debug!("operation failed; revoking");
+                comm.revoke()?;
+                comm.ack_failed();
+                let members = comm.shrink()?;
+                tracing::debug!(?members, "shrunk; retrying");
+                data.copy_from_slice(self.input);
+                self.collective.run(&mut comm, &mut data, self.op)?;
+            }
+            Err(other) => return Err(other),
+        }
+        let mut nanos = Vec::with_capacity(self.ops as usize + 1);
+        nanos.push(started.elapsed().as_nanos() as u64);
+        for _ in 0..self.ops {
+            data.copy_from_slice(self.input);
+            let started = Instant::now();
+            self.collective.run(&mut comm, &mut data, self.op)?;
+            nanos.push(started.elapsed().as_nanos() as u64);
+        }
+        comm.report_timings(nanos)?;
+        comm.finish()
+    }
 }

@@ -1,0 +1,114 @@
+//! FTCO collectives (004) on real ranks: [`Communicator::ftco`].
+//!
+//! The operation routes around failed ranks inside itself: a rank that does not acknowledge
+//! within the detection timeout is taken as dead and skipped (its parent, or its children, take
+//! its place). Ranks the launcher confirmed dead before the call are left out of the tree from
+//! the start, so only the first operation after a failure pays a timeout.
+//!
+//! The paper detects failures by timeouts alone. The launcher's failure notices can speed that
+//! up ([`FtcoCall::notices`]): a notice is never wrong, because the launcher kills a rank before
+//! it reports it. Without notices, a rank that is only slow may time out and be left out of this
+//! operation's result while it is alive. Definition 3.2 admits that only for ranks that failed,
+//! so choose a timeout well above the machine's scheduling delays.
+
+use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
+use ftcoll_algos::protocol::{Input, Outbox, Phase, Protocol, RankStatus};
+use ftcoll_algos::{Rank, ReduceOp, Time};
+
+use crate::comm::{CommError, Communicator, Outcome};
+
+/// One FTCO call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FtcoCall {
+    /// Broadcast from rank 0, reduce to rank 0, or allreduce.
+    pub collective: Collective,
+    /// Tree, timeout (nanoseconds), service distance.
+    pub options: FtcoOptions,
+    /// Also act on the launcher's failure notices during the call, not only on timeouts.
+    pub notices: bool,
+    /// Seed of the randomized service distance.
+    pub seed: u64,
+}
+
+/// FTCO that ignores failure notices: failures are found by its own timeouts only.
+struct TimeoutsOnly(Ftco);
+
+impl Protocol for TimeoutsOnly {
+    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+        if !matches!(input, Input::PeerFailed { .. }) {
+            self.0.handle(now, input, out);
+        }
+    }
+
+    fn estimate(&self, dst: &mut Vec<f64>) {
+        self.0.estimate(dst);
+    }
+
+    fn phase(&self) -> Phase {
+        self.0.phase()
+    }
+
+    fn has_result(&self) -> bool {
+        self.0.has_result()
+    }
+
+    fn status(&self) -> RankStatus {
+        self.0.status()
+    }
+
+    fn settled(&self) -> bool {
+        self.0.settled()
+    }
+}
+
+impl Communicator {
+    /// An FTCO collective over this communicator's members: `data` is this rank's input and,
+    /// where the rank gets a result (every rank of an allreduce or broadcast, rank 0 of a
+    /// reduce), becomes the result. The outcome's `excluded` lists the ranks (world ranks)
+    /// whose input the result does not contain.
+    pub fn ftco(
+        &mut self,
+        data: &mut [f64],
+        op: ReduceOp,
+        call: &FtcoCall,
+    ) -> Result<Outcome, CommError> {
+        let members = self.members();
+        let failed = self.failed_ranks();
+        let known_dead: Vec<Rank> = (0..members.len() as u32)
+            .filter(|&i| failed.binary_search(&members[i as usize]).is_ok())
+            .map(Rank)
+            .collect();
+        let config = call
+            .options
+            .config(
+                Rank(self.rank()),
+                self.size(),
+                call.collective,
+                op,
+                self.next_op_id(),
+                known_dead,
+                call.seed,
+            )
+            .map_err(CommError::Config)?;
+        let engine = Ftco::new(config);
+        let reduces = call.collective != Collective::Bcast;
+        // Who the result leaves out, from its contributor set (member indices to world ranks).
+        let excluded = move |engine: &Ftco, outcome: &mut Outcome| {
+            if let (true, Some(piece)) = (reduces, engine.result()) {
+                outcome.excluded = members
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !piece.contributors.contains(*i as u32))
+                    .map(|(_, &world)| Rank(world))
+                    .collect();
+            }
+        };
+        if call.notices {
+            self.run_collective_then(engine, data, excluded)
+        } else {
+            self.run_collective_then(TimeoutsOnly(engine), data, |p: &TimeoutsOnly, o| {
+                excluded(&p.0, o)
+            })
+        }
+    }
+}
