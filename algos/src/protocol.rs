@@ -390,6 +390,14 @@ pub trait Protocol {
     fn settled(&self) -> bool {
         true
     }
+
+    /// Until when a finished instance must stay reachable even once settled: peers may still
+    /// come to it for the result. FTCO (004) needs this: a rank whose parent took the data and
+    /// died before passing it on probes up the tree, and the first live ancestor answers with
+    /// the result, finished or not. `None`: not needed.
+    fn serve_until(&self) -> Option<Time> {
+        None
+    }
 }
 
 impl<P: Protocol + ?Sized> Protocol for Box<P> {
@@ -415,6 +423,10 @@ impl<P: Protocol + ?Sized> Protocol for Box<P> {
 
     fn settled(&self) -> bool {
         (**self).settled()
+    }
+
+    fn serve_until(&self) -> Option<Time> {
+        (**self).serve_until()
     }
 }
 

@@ -40,6 +40,13 @@ struct Lingering {
     protocol: Box<dyn Protocol + Send>,
 }
 
+impl Lingering {
+    /// Unsettled, or settled but still to be reachable (`Protocol::serve_until`).
+    fn still_needed(&self, now: Time) -> bool {
+        !self.protocol.settled() || self.protocol.serve_until().is_some_and(|t| t > now)
+    }
+}
+
 /// How an operation ended at this rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OpEnd {
@@ -78,6 +85,7 @@ pub struct Endpoint<T: Transport> {
     outbox: Outbox,
     /// Armed timer deadlines; the protocol filters stale ones itself.
     timers: BTreeMap<(Time, TimerId), ()>,
+    /// Frames held for operations not started yet, by operation: (sender's world rank, frame).
     early: BTreeMap<u64, Vec<(Rank, Vec<u64>, usize)>>,
     early_count: usize,
     /// The id the next operation gets at the earliest (one above the last one run): between
@@ -396,10 +404,19 @@ impl<T: Transport> Endpoint<T> {
             );
             self.after_handle(&mut stats)?;
         }
-        for (from, words, len) in self.early.remove(&op_id).unwrap_or_default() {
+        for (world, words, len) in self.early.remove(&op_id).unwrap_or_default() {
             self.early_count -= 1;
+            // Held with the sender's world rank: the group may have changed since (a shrink
+            // between the frame's arrival and its operation's start).
+            let Some(from) = Endpoint::<T>::local(&self.group, world.0) else {
+                tracing::debug!(
+                    from = world.0,
+                    "dropped a held frame from outside the communicator"
+                );
+                continue;
+            };
             let bytes: &[u8] = bytemuck::cast_slice(&words);
-            self.deliver(protocol, from, &bytes[..len], op_id, &mut stats);
+            self.deliver(protocol, Rank(from), &bytes[..len], op_id, &mut stats);
             self.after_handle(&mut stats)?;
         }
         loop {
@@ -574,17 +591,21 @@ impl<T: Transport> Endpoint<T> {
                             outbox,
                         );
                     }
-                    early.entry(frame.header.op_id).or_default().push((
-                        local_from,
-                        words,
-                        bytes.len(),
-                    ));
+                    early
+                        .entry(frame.header.op_id)
+                        .or_default()
+                        .push((from, words, bytes.len()));
                     *early_count += 1;
                 }
                 Ok(frame) if frame.header.op_id < op_id => {
                     match lingering.iter_mut().find(|l| l.op_id == frame.header.op_id) {
                         Some(l) => {
                             let from = Rank(Endpoint::<T>::local(group, from.0).unwrap_or(from.0));
+                            tracing::trace!(
+                                from = from.0,
+                                op = l.op_id,
+                                "served a finished operation"
+                            );
                             l.protocol
                                 .handle(now, Input::Message { from, frame }, outbox)
                         }
@@ -605,7 +626,8 @@ impl<T: Transport> Endpoint<T> {
         })?;
         self.after_handle(stats)?;
         if !self.lingering.is_empty() {
-            self.lingering.retain(|l| !l.protocol.settled());
+            let now = self.now();
+            self.lingering.retain(|l| l.still_needed(now));
         }
         Ok(handled)
     }
@@ -637,7 +659,8 @@ impl<T: Transport> Endpoint<T> {
             );
             self.after_handle(stats)?;
         }
-        self.lingering.retain(|l| !l.protocol.settled());
+        let now = self.now();
+        self.lingering.retain(|l| l.still_needed(now));
         Ok(())
     }
 
@@ -692,9 +715,15 @@ impl<T: Transport> Endpoint<T> {
             Duration::ZERO
         };
         for &event in self.outbox.events() {
-            if let Event::Rejected { from, error } = event {
-                stats.rejected += 1;
-                log_rejected(from, error);
+            match event {
+                Event::Rejected { from, error } => {
+                    stats.rejected += 1;
+                    log_rejected(from, error);
+                }
+                Event::Suspected { peer } => {
+                    tracing::debug!(peer = peer.0, "the protocol took a silent peer for dead");
+                }
+                _ => {}
             }
         }
         for &request in self.outbox.timers() {

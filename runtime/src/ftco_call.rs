@@ -59,6 +59,10 @@ impl Protocol for TimeoutsOnly {
     fn settled(&self) -> bool {
         self.0.settled()
     }
+
+    fn serve_until(&self) -> Option<Time> {
+        self.0.serve_until()
+    }
 }
 
 impl Communicator {

@@ -37,6 +37,11 @@ struct Peer {
     seq_acked: u32,
     /// LastSent of Alg. 3 and 4.
     last_sent: Option<Time>,
+    /// Sequence number of the last DATA sent (0: none).
+    last_data_seq: u32,
+    /// The peer answered with a provisional ACK (it has not started the operation): it is
+    /// alive, but what we sent it is not taken yet. At the timeout it is probed, not buried.
+    provisional: bool,
     /// DATA from this peer arrived (Arrived of Alg. 2).
     arrived: bool,
     /// Contributors this peer sent us, and those we sent it (to send only what it lacks).
@@ -66,7 +71,7 @@ struct Inbound {
 enum Body {
     Data { result: bool, pieces: Vec<Piece> },
     KeepAlive,
-    Ack { seq: u32 },
+    Ack { seq: u32, provisional: bool },
 }
 
 impl Body {
@@ -88,6 +93,8 @@ pub struct Ftco {
     phase: Phase,
     rng: SimRng,
     start: Time,
+    /// Until when this finished rank must stay reachable (see [`Protocol::serve_until`]).
+    serve_until: Option<Time>,
     dead: RankSet,
     /// Up and Down of 004, ascending, recomputed from the tree and `dead`.
     up: Vec<u32>,
@@ -134,6 +141,7 @@ impl Ftco {
             me,
             phase: Phase::Idle,
             start: Time::ZERO,
+            serve_until: None,
             dead,
             up: Vec::new(),
             down: Vec::new(),
@@ -259,6 +267,8 @@ impl Ftco {
             seq_sent: 0,
             seq_acked: 0,
             last_sent: None,
+            last_data_seq: 0,
+            provisional: false,
             arrived: false,
             received: Contributors::new(),
             sent: Contributors::new(),
@@ -318,7 +328,8 @@ impl Ftco {
         targets
     }
 
-    fn send_data(&mut self, x: u32, now: Time, out: &mut Outbox) {
+    /// Sends `x` what it lacks; false (and nothing sent) when there is nothing for it.
+    fn send_data(&mut self, x: u32, now: Time, out: &mut Outbox) -> bool {
         let (result, list) = match &self.result {
             Some(piece) => (true, vec![piece.clone()]),
             None if self.at_top => (false, self.pieces.for_peers(self.config.op)),
@@ -328,7 +339,7 @@ impl Ftco {
             ),
         };
         let Some(first) = list.first() else {
-            return;
+            return false;
         };
         let mut values = empty_like(&first.value);
         let mut trailer = Vec::new();
@@ -340,6 +351,7 @@ impl Ftco {
         let peer = self.peer(x);
         peer.seq_sent += 1;
         peer.last_sent = Some(now);
+        peer.last_data_seq = peer.seq_sent;
         if result {
             peer.result_sent = true;
         } else {
@@ -360,6 +372,7 @@ impl Ftco {
         .with_flags(flags);
         out.send_with_ranks(Rank(x), header, values.as_ref(), &trailer);
         self.counters.messages_sent += 1;
+        true
     }
 
     fn send_control(&mut self, x: u32, kind: FtcoKind, aux: u64, out: &mut Outbox) -> u32 {
@@ -390,9 +403,18 @@ impl Ftco {
             if !self.down_satisfied() {
                 return false;
             }
-            if let Some(x) = self.up.iter().copied().find(|&x| self.needs_subtree(x)) {
-                self.send_data(x, now, out);
-                return true;
+            // A step counts only if it sent: a peer with nothing to send it must not make the
+            // loop spin (it would end in a timer re-armed at `now`, forever).
+            let wanting: Vec<u32> = self
+                .up
+                .iter()
+                .copied()
+                .filter(|&x| self.needs_subtree(x))
+                .collect();
+            for x in wanting {
+                if self.send_data(x, now, out) {
+                    return true;
+                }
             }
         }
         if self.result.is_none() {
@@ -413,10 +435,7 @@ impl Ftco {
             .into_iter()
             .find(|x| !self.peers.get(x).is_some_and(|p| p.result_sent));
         match target {
-            Some(x) => {
-                self.send_data(x, now, out);
-                true
-            }
+            Some(x) => self.send_data(x, now, out),
             None => false,
         }
     }
@@ -473,13 +492,13 @@ impl Ftco {
 
     /// Alg. 2: handles the first queued message of the highest-priority kind from a rank at
     /// the service distance. Returns whether it handled one.
-    fn handle_queue(&mut self, service_distance: u32, out: &mut Outbox) -> bool {
+    fn handle_queue(&mut self, service_distance: u32, now: Time, out: &mut Outbox) -> bool {
         for kind in [FtcoKind::Data, FtcoKind::KeepAlive, FtcoKind::Ack] {
             let found = self.queue.iter().position(|m| {
                 m.body.kind() == kind && self.should_handle(m.from, service_distance)
             });
             if let Some(message) = found.and_then(|at| self.queue.remove(at)) {
-                self.handle_inbound(message, out);
+                self.handle_inbound(message, now, out);
                 return true;
             }
         }
@@ -500,13 +519,41 @@ impl Ftco {
         }
         let mut changed = false;
         for r in skipped {
-            if r != self.me && r != s && self.dead.insert(r) {
-                changed = true;
+            if r != s {
+                changed |= self.mark_dead(r);
             }
         }
         if changed {
             self.recompute_view(out);
         }
+    }
+
+    /// How long a finished rank stays reachable: long enough for a rank below it whose data
+    /// path broke (a parent that took the data and died) to wait out its expected arrival and
+    /// probe up through two dead ancestors to this one, each probe taking at most one timeout
+    /// of the widest rank (the root's degree bounds every degree).
+    fn linger(&self) -> Duration {
+        let c = &self.config;
+        let eta = self
+            .view
+            .eta_result(Time::ZERO, c.costs, c.eta_slack, self.me)
+            .0;
+        let widest = u64::from(c.tree.child_count(Rank(0))) + 1;
+        let probes = 3 * 2 * widest * c.detect_timeout.0;
+        Duration(eta.saturating_add(probes))
+    }
+
+    /// Records that `x` is dead; true if that is news. What this rank awaits from `x` is settled
+    /// at once: a dead rank acknowledges nothing, and waiting for its ACK timeout would delay
+    /// the end of the operation by a detection timeout for a death already known.
+    fn mark_dead(&mut self, x: u32) -> bool {
+        if x == self.me || x >= self.view.tree.size() {
+            return false;
+        }
+        if let Some(peer) = self.peers.get_mut(&x) {
+            peer.seq_acked = peer.seq_sent;
+        }
+        self.dead.insert(x)
     }
 
     fn shape_ok(&self, pieces: &[Piece]) -> bool {
@@ -518,7 +565,7 @@ impl Ftco {
         }
     }
 
-    fn handle_inbound(&mut self, message: Inbound, out: &mut Outbox) {
+    fn handle_inbound(&mut self, message: Inbound, now: Time, out: &mut Outbox) {
         let Inbound { from, seq, body } = message;
         match body {
             Body::Data { result, pieces } => {
@@ -564,9 +611,25 @@ impl Ftco {
                 let descendant = self.view.is_ancestor(self.me, from);
                 self.adopt_descendant(from, descendant, out);
             }
-            Body::Ack { seq } => {
+            Body::Ack {
+                seq,
+                provisional: true,
+            } => {
+                // Alive but not started: wait one more timeout before asking again.
                 let peer = self.peer(from);
-                if seq > peer.seq_acked && seq <= peer.seq_sent {
+                if seq <= peer.seq_sent && peer.outstanding() {
+                    peer.provisional = true;
+                    peer.last_sent = Some(now);
+                }
+            }
+            Body::Ack { seq, .. } => {
+                let peer = self.peer(from);
+                peer.provisional = false;
+                if peer.last_data_seq > 0 && seq >= peer.last_data_seq && seq <= peer.seq_sent {
+                    // It took our last DATA, so it is alive: the probes sent since need no
+                    // answer of their own (one sent before it started may never get one).
+                    peer.seq_acked = peer.seq_sent;
+                } else if seq > peer.seq_acked && seq <= peer.seq_sent {
                     peer.seq_acked = seq;
                 }
             }
@@ -621,9 +684,14 @@ impl Ftco {
             (p.outstanding() && late && self.should_handle(x, service_distance)).then_some(x)
         });
         if let Some(x) = expired {
-            let peer = self.peer(x);
-            peer.seq_acked = peer.seq_sent;
-            if self.dead.insert(x) {
+            if self.peers.get(&x).is_some_and(|p| p.provisional) {
+                // It said it is alive and has not started: ask again rather than bury it.
+                self.peer(x).provisional = false;
+                self.send_control(x, FtcoKind::KeepAlive, 0, out);
+                self.peer(x).last_sent = Some(now);
+                return true;
+            }
+            if self.mark_dead(x) {
                 out.emit(Event::Suspected { peer: Rank(x) });
                 self.recompute_view(out);
             }
@@ -673,9 +741,9 @@ impl Ftco {
                 continue;
             }
             let d = self.service_distance();
-            let busy = self.handle_queue(d, out)
+            let busy = self.handle_queue(d, now, out)
                 || self.fault_tolerance(d, now, out)
-                || self.handle_queue(0, out)
+                || self.handle_queue(0, now, out)
                 || self.fault_tolerance(0, now, out);
             if !busy {
                 quiet = true;
@@ -687,6 +755,7 @@ impl Ftco {
             && self.peers.values().all(|p| !p.outstanding())
         {
             self.phase = Phase::Done;
+            self.serve_until = Some(now.after(self.linger()));
             out.emit(Event::Completed);
         }
         self.arm_timers(now, quiet, out);
@@ -780,6 +849,7 @@ impl Ftco {
                 match kind {
                     FtcoKind::Ack => Body::Ack {
                         seq: u32::try_from(h.aux).map_err(|_| bad("ACK sequence out of range"))?,
+                        provisional: h.flags & super::FLAG_PROVISIONAL != 0,
                     },
                     _ => Body::KeepAlive,
                 }
@@ -828,7 +898,7 @@ impl Protocol for Ftco {
             }
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
-                if peer.0 != self.me && peer.0 < self.view.tree.size() && self.dead.insert(peer.0) {
+                if self.mark_dead(peer.0) {
                     if self.phase != Phase::Idle {
                         self.recompute_view(out);
                     }
@@ -878,6 +948,10 @@ impl Protocol for Ftco {
 
     fn settled(&self) -> bool {
         self.phase != Phase::Running && self.peers.values().all(|p| !p.outstanding())
+    }
+
+    fn serve_until(&self) -> Option<Time> {
+        self.serve_until
     }
 }
 

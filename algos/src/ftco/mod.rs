@@ -139,6 +139,9 @@ impl FtcoKind {
 
 /// Header flag of DATA: the value is the final result (it overwrites; it is not combined).
 pub const FLAG_RESULT: u16 = 1;
+/// Header flag of ACK: sent by a rank that has not started the operation yet (App. B). It
+/// says the rank is alive; what it acknowledges is held, not taken.
+pub const FLAG_PROVISIONAL: u16 = 2;
 
 /// Configuration of one FTCO operation at one rank.
 #[derive(Clone, Debug, PartialEq)]
@@ -193,12 +196,15 @@ impl FtcoConfig {
     }
 }
 
-/// 004 App. B: a rank that has not started an operation yet acknowledges the DATA and
-/// KEEPALIVE others send it for that operation (the DATA itself waits, held by the caller, until
-/// the rank starts), so that a peer already in the operation does not take it for dead. Ranks
-/// reach an operation at different times whenever the previous one ended unevenly, as one that
-/// routed around a failure does. `me` is the receiver, `from` the sender, as the operation
-/// numbers them. Queues the ACK and returns true for such a frame; false for any other.
+/// 004 App. B: a rank that has not started an operation yet answers the DATA and KEEPALIVE
+/// others send it for that operation (the DATA itself waits, held by the caller, until the rank
+/// starts), so that a peer already in the operation does not take it for dead. Ranks reach an
+/// operation at different times whenever the previous one ended unevenly, as one that routed
+/// around a failure does. The answer is a provisional ACK ([`FLAG_PROVISIONAL`]): the sender
+/// keeps its DATA unacknowledged until the rank has really taken it, so a rank that dies
+/// before it starts is routed around instead of silently swallowing the data. `me` is the
+/// receiver, `from` the sender, as the operation numbers them. Queues the ACK and returns true
+/// for such a frame; false for any other.
 pub fn ack_before_start(me: Rank, from: Rank, header: &FrameHeader, out: &mut Outbox) -> bool {
     let algo = match AlgoId::from_u8(header.algo) {
         Some(algo @ (AlgoId::FtcoBcast | AlgoId::FtcoReduce | AlgoId::FtcoAllreduce)) => algo,
@@ -212,7 +218,8 @@ pub fn ack_before_start(me: Rank, from: Rank, header: &FrameHeader, out: &mut Ou
     }
     // The engine's ACK: sequence 0, the acknowledged message's sequence in `aux`.
     let ack = FrameHeader::new(algo, FtcoKind::Ack as u8, OpId(header.op_id), me, 0)
-        .with_aux(u64::from(header.step));
+        .with_aux(u64::from(header.step))
+        .with_flags(FLAG_PROVISIONAL);
     out.send(from, ack, crate::values::ValuesRef::Empty);
     true
 }
