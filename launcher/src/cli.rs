@@ -45,18 +45,39 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Reproduce a figure of the papers (writes CSV and a plot).
-    Experiment {
-        /// The experiment's name; `list` shows them.
-        name: String,
-        /// Run at the paper's size instead of the small default.
-        #[arg(long)]
-        full: bool,
-    },
+    Experiment(ExperimentArgs),
     /// Measure performance.
     Bench(BenchArgs),
     /// One rank of the built-in job (started by the launcher, not by hand).
     #[command(name = "__rank", hide = true)]
     Rank(crate::live::rank_main::RankArgs),
+}
+
+/// Flags of `ftcoll-launch experiment`.
+#[derive(Debug, Args)]
+pub struct ExperimentArgs {
+    /// The experiment's name; `list` shows them.
+    pub name: String,
+    /// Run at the paper's size instead of the small default.
+    #[arg(long)]
+    pub full: bool,
+    /// Where the CSV files and the SVG plot go (default: results/NAME).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Base seed: every run's seed, placement and start time derives from it.
+    #[arg(long, default_value_t = 2024)]
+    pub seed: u64,
+    /// Simulations run side by side (1 or 2).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=2))]
+    pub threads: u32,
+    /// Random placements per point of the fault experiments (default: 20, with --full 1000);
+    /// seeds per row of table2 (default 2, with --full 3).
+    #[arg(long)]
+    pub placements: Option<u32>,
+    /// Largest N (ranks) to simulate: caps the size sweeps (default 4K, with --full 64K) and
+    /// table2's N.
+    #[arg(long, value_name = "N")]
+    pub max_ranks: Option<u32>,
 }
 
 /// Flags of `ftcoll-launch bench`.

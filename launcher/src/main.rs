@@ -8,6 +8,7 @@ mod bench_allreduce;
 mod bench_era;
 mod bench_ftco;
 mod cli;
+mod experiments;
 mod live;
 mod report;
 mod run;
@@ -30,7 +31,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Some(Command::Bench(args)) => bench::run(&args),
-        Some(Command::Experiment { name, full }) => experiment(&name, full),
+        Some(Command::Experiment(args)) => experiments::run(&args),
         Some(Command::Rank(args)) => return live::rank_main::main(&args),
         None => run::run(&cli.run),
     };
@@ -70,24 +71,4 @@ fn init_logging() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-}
-
-/// The experiments this build can run.
-const EXPERIMENTS: &[(&str, &str)] = &[];
-
-fn experiment(name: &str, _full: bool) -> anyhow::Result<()> {
-    if name == "list" {
-        if EXPERIMENTS.is_empty() {
-            println!(
-                "no experiments in this build yet; they arrive with the algorithms they reproduce"
-            );
-        }
-        for (name, what) in EXPERIMENTS {
-            println!("{name:<24} {what}");
-        }
-        return Ok(());
-    }
-    anyhow::bail!(
-        "unknown experiment '{name}'; `ftcoll-launch experiment list` shows the available ones"
-    )
 }

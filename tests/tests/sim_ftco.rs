@@ -251,3 +251,34 @@ fn a_root_failing_at_any_time_leaves_a_consistent_allreduce() {
         check_ftco_case(&case).unwrap_or_else(|v| panic!("{v}"));
     }
 }
+
+/// 004 App. B in the simulator: with start times spread uniformly over far more than the
+/// detection timeouts, a rank that has not started yet answers DATA and KEEPALIVE with an ACK,
+/// so no rank is taken for dead and every rank's input is in every rank's allreduce result.
+#[test]
+fn late_starters_are_acknowledged_and_included() {
+    for (n, width, shape, roots, seed) in [
+        (16, 2_000, TreeShape::KNomial { k: 4 }, 2, 1),
+        (64, 2_000, TreeShape::KNomial { k: 4 }, 2, 7),
+        (64, 5_000, TreeShape::KNomial { k: 2 }, 1, 8),
+        (1024, 4_096, TreeShape::KNomial { k: 4 }, 4, 7),
+        (300, 10_000, TreeShape::KAry { k: 3 }, 1, 9),
+    ] {
+        let spec = allreduce_spec(n, shape, roots);
+        let config = SimConfig {
+            seed,
+            faults: vec![FaultSpec::parse(&format!("spread:uniform={width}")).unwrap()],
+            max_events: 50_000_000,
+            ..SimConfig::default()
+        };
+        let report = simulate(&spec, config).unwrap();
+        println!(
+            "n={n} width={width}: {} messages, last completion at {} steps",
+            report.messages, report.completion_steps
+        );
+        assert!(!report.truncated, "n={n}");
+        assert_eq!(report.completed, n, "n={n}: {report:?}");
+        // Inputs are ones: a missing rank would show as an error of 1/n.
+        assert_eq!(report.max_rel_error, 0.0, "n={n}: {report:?}");
+    }
+}

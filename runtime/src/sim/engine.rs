@@ -47,6 +47,8 @@ struct RankSlot {
     slow: u32,
     alive: bool,
     stopped: bool,
+    /// The rank has handled [`Input::Start`]; before that, FTCO frames get 004 App. B treatment.
+    started: bool,
 }
 
 /// In-flight frames: reusable word buffers, so steady-state sends do not allocate.
@@ -87,7 +89,15 @@ impl MessageStore {
         self.buffers[slot as usize] = buffer;
         self.free.push(slot);
     }
+
+    /// Puts a frame back into its slot, which stays in use (a frame held for a later delivery).
+    fn give_back_held(&mut self, slot: u32, buffer: (Vec<u64>, usize)) {
+        self.buffers[slot as usize] = buffer;
+    }
 }
+
+/// Most frames held for one rank that has not started (004 App. B); more are rejected.
+const MAX_HELD_PER_RANK: usize = 1 << 16;
 
 /// Stream id of the simulator's own draws (loss, detector jitter).
 const NETWORK_STREAM: u64 = 0x4E37_0000_0000_0002;
@@ -115,6 +125,15 @@ pub struct Simulation<P: Protocol> {
     stop_requested: bool,
     /// False once [`Simulation::set_expected`] replaced the aggregate.
     expected_is_aggregate: bool,
+    /// Frames (sender, message slot) that arrived at a rank before its start and wait for it
+    /// (004 App. B); only ranks with held frames have an entry.
+    held: std::collections::BTreeMap<u32, Vec<(u32, u32)>>,
+    /// Timer events in the queue as (rank, deadline, kind, index). A request for a timer that
+    /// is already pending at the same deadline is not queued again (the real executor keeps
+    /// its timers in a set the same way): protocols re-arm their timers on every input, and
+    /// each duplicate would fire and re-arm in turn, so waits as long as 004's process
+    /// imbalance multiplied timer events without bound.
+    pending_timers: BTreeSet<(u32, u64, u8, u32)>,
 }
 
 impl<P: Protocol> Simulation<P> {
@@ -177,6 +196,8 @@ impl<P: Protocol> Simulation<P> {
             report,
             stop_requested: false,
             expected_is_aggregate: true,
+            held: std::collections::BTreeMap::new(),
+            pending_timers: BTreeSet::new(),
         })
     }
 
@@ -231,6 +252,7 @@ impl<P: Protocol> Simulation<P> {
         match event {
             SimEvent::Start(rank) => {
                 if let Some(now) = self.acquire_cpu(rank, at, class, event, 0) {
+                    self.slots[rank as usize].started = true;
                     self.trace.mix(0x5747 ^ u64::from(rank) ^ now.0 << 32);
                     let len = self.input_len;
                     let r = rank as usize;
@@ -243,10 +265,22 @@ impl<P: Protocol> Simulation<P> {
                         &mut self.outbox,
                     );
                     self.after_handle(rank, now);
+                    // What arrived before the start is read from the queue now, one frame per
+                    // receive overhead, as if it arrived at this instant.
+                    for (from, slot) in self.held.remove(&rank).unwrap_or_default() {
+                        let event = SimEvent::Deliver {
+                            to: rank,
+                            from,
+                            slot,
+                        };
+                        self.queue.push(now, EventClass::Deliver, event);
+                    }
                 }
             }
             SimEvent::Deliver { to, from, slot } => self.deliver(at, class, to, from, slot),
             SimEvent::Timer { rank, timer } => {
+                self.pending_timers
+                    .remove(&(rank, at.0, timer.kind, timer.index));
                 if let Some(now) = self.acquire_cpu(rank, at, class, event, 0) {
                     self.trace
                         .mix(0x7133 ^ u64::from(rank) ^ u64::from(timer.index) << 32);
@@ -327,6 +361,19 @@ impl<P: Protocol> Simulation<P> {
         self.trace
             .mix(now.0 ^ u64::from(to) << 20 ^ u64::from(from) << 42);
         self.trace.mix_bytes(bytes);
+        if !target.started {
+            if let Some(hold) = self.before_start(to, from, bytes) {
+                if hold {
+                    // Kept in its slot until the rank starts.
+                    self.messages.give_back_held(slot_id, buffer);
+                    self.held.entry(to).or_default().push((from, slot_id));
+                } else {
+                    self.messages.give_back(slot_id, buffer);
+                }
+                self.after_handle(to, now);
+                return;
+            }
+        }
         match Frame::decode(bytes) {
             Ok(frame) => {
                 self.report.delivered += 1;
@@ -340,6 +387,27 @@ impl<P: Protocol> Simulation<P> {
         }
         self.messages.give_back(slot_id, buffer);
         self.after_handle(to, now);
+    }
+
+    /// 004 App. B in the simulator: a rank that has not started yet answers FTCO DATA and
+    /// KEEPALIVE with an ACK ([`ftcoll_algos::ftco::ack_before_start`]), keeps the DATA for its
+    /// start and drops the answered KEEPALIVE. `None` for any other frame, which is handed to
+    /// the protocol as usual; `Some(true)` to hold the frame, `Some(false)` when it is consumed.
+    fn before_start(&mut self, to: u32, from: u32, bytes: &[u8]) -> Option<bool> {
+        let header = Frame::decode(bytes).ok()?.header;
+        if !ftcoll_algos::ftco::ack_before_start(Rank(to), Rank(from), &header, &mut self.outbox) {
+            return None;
+        }
+        if header.kind == ftcoll_algos::ftco::FtcoKind::KeepAlive as u8 {
+            return Some(false);
+        }
+        if self.held.get(&to).map_or(0, Vec::len) >= MAX_HELD_PER_RANK {
+            // No room: neither acknowledged nor kept, as if lost.
+            self.outbox.clear();
+            self.report.rejected += 1;
+            return Some(false);
+        }
+        Some(true)
     }
 
     /// Carries out what a rank's outbox asks for, and clears it.
@@ -361,8 +429,13 @@ impl<P: Protocol> Simulation<P> {
         for &request in outbox.timers() {
             if let TimerRequest::Set { timer, at } = request {
                 let at = at.max(now);
-                self.queue
-                    .push(at, EventClass::Timer, SimEvent::Timer { rank, timer });
+                if self
+                    .pending_timers
+                    .insert((rank, at.0, timer.kind, timer.index))
+                {
+                    self.queue
+                        .push(at, EventClass::Timer, SimEvent::Timer { rank, timer });
+                }
             }
         }
         let cost = self.config.cost;

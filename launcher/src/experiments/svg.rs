@@ -1,0 +1,250 @@
+//! A small SVG chart writer: categorical x axis (evenly spaced ticks, which for powers of two is
+//! a log2 axis), linear y axis from zero, lines or grouped bars, and a legend.
+
+use std::fmt::Write;
+
+/// Lines through the points, or bars grouped per x tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// One polyline per series.
+    Lines,
+    /// One bar per series in each group.
+    Bars,
+}
+
+/// One named series: a value (or none) per x tick.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// One entry per x tick.
+    pub values: Vec<Option<f64>>,
+}
+
+/// A chart.
+#[derive(Clone, Debug)]
+pub struct Chart {
+    /// Title line.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// Tick labels, left to right, evenly spaced.
+    pub x_ticks: Vec<String>,
+    /// The data.
+    pub series: Vec<Series>,
+    /// Lines or bars.
+    pub kind: Kind,
+}
+
+const WIDTH: f64 = 760.0;
+const HEIGHT: f64 = 460.0;
+const LEFT: f64 = 80.0;
+const RIGHT: f64 = 200.0;
+const TOP: f64 = 50.0;
+const BOTTOM: f64 = 60.0;
+const COLORS: &[&str] = &[
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+];
+
+/// A "nice" upper bound of the y axis and its tick step.
+fn nice_axis(max: f64) -> (f64, f64) {
+    let max = if max > 0.0 && max.is_finite() {
+        max
+    } else {
+        1.0
+    };
+    let raw = max / 5.0;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * magnitude)
+        .find(|&s| s >= raw)
+        .unwrap_or(10.0 * magnitude);
+    ((max / step).ceil() * step, step)
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The SVG document of `chart`.
+pub fn render(chart: &Chart) -> String {
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let plot_h = HEIGHT - TOP - BOTTOM;
+    let values = chart.series.iter().flat_map(|s| s.values.iter().flatten());
+    let max = values.clone().copied().fold(0.0, f64::max);
+    let min = values.copied().fold(0.0, f64::min);
+    let (top, step) = nice_axis(max.max(-min));
+    let bottom = if min < 0.0 { -top } else { 0.0 };
+    let y = |v: f64| TOP + plot_h * (1.0 - (v - bottom) / (top - bottom));
+    let ticks = chart.x_ticks.len().max(1) as f64;
+    let x = |i: usize| LEFT + plot_w * (i as f64 + 0.5) / ticks;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        svg,
+        r#"<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="25" text-anchor="middle" font-size="15">{}</text>"#,
+        LEFT + plot_w / 2.0,
+        escape(&chart.title)
+    );
+    // Y grid and ticks.
+    let mut v = bottom;
+    for _ in 0..=40 {
+        if v > top + step / 2.0 {
+            break;
+        }
+        let py = y(v);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT + plot_w,
+            LEFT - 6.0,
+            py + 4.0,
+            trim(v)
+        );
+        v += step;
+    }
+    // Axes.
+    let _ = writeln!(
+        svg,
+        r#"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="black"/><line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="black"/>"#,
+        TOP + plot_h,
+        y(0.0),
+        LEFT + plot_w,
+        y(0.0)
+    );
+    for (i, label) in chart.x_ticks.iter().enumerate() {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x(i),
+            TOP + plot_h + 18.0,
+            escape(label)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        LEFT + plot_w / 2.0,
+        HEIGHT - 15.0,
+        escape(&chart.x_label)
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="20" y="{:.1}" text-anchor="middle" transform="rotate(-90 20 {:.1})">{}</text>"#,
+        TOP + plot_h / 2.0,
+        TOP + plot_h / 2.0,
+        escape(&chart.y_label)
+    );
+    let count = chart.series.len().max(1) as f64;
+    let group_w = plot_w / ticks * 0.8;
+    for (s, series) in chart.series.iter().enumerate() {
+        let color = COLORS[s % COLORS.len()];
+        match chart.kind {
+            Kind::Lines => {
+                let points: Vec<String> = series
+                    .values
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| v.map(|v| format!("{:.1},{:.1}", x(i), y(v))))
+                    .collect();
+                let _ = writeln!(
+                    svg,
+                    r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+                    points.join(" ")
+                );
+                for p in &points {
+                    if let Some((px, py)) = p.split_once(',') {
+                        let _ =
+                            writeln!(svg, r#"<circle cx="{px}" cy="{py}" r="3" fill="{color}"/>"#);
+                    }
+                }
+            }
+            Kind::Bars => {
+                let bar_w = group_w / count;
+                for (i, v) in series.values.iter().enumerate() {
+                    let Some(v) = v else { continue };
+                    let bx = x(i) - group_w / 2.0 + bar_w * s as f64;
+                    let (y0, y1) = (y(0.0), y(*v));
+                    let _ = writeln!(
+                        svg,
+                        r#"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}"/>"#,
+                        y0.min(y1),
+                        bar_w * 0.9,
+                        (y1 - y0).abs()
+                    );
+                }
+            }
+        }
+        let ly = TOP + 10.0 + 20.0 * s as f64;
+        let lx = LEFT + plot_w + 15.0;
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            ly - 9.0,
+            lx + 20.0,
+            ly,
+            escape(&series.name)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// A tick value without trailing zeros.
+fn trim(v: f64) -> String {
+    let text = format!("{v:.3}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chart_has_its_series_ticks_and_legend() {
+        let chart = Chart {
+            title: "t <1>".into(),
+            x_label: "N".into(),
+            y_label: "steps".into(),
+            x_ticks: vec!["1K".into(), "2K".into()],
+            series: vec![
+                Series {
+                    name: "a".into(),
+                    values: vec![Some(1.0), Some(3.0)],
+                },
+                Series {
+                    name: "b".into(),
+                    values: vec![None, Some(-2.0)],
+                },
+            ],
+            kind: Kind::Bars,
+        };
+        let svg = render(&chart);
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        assert!(svg.contains("t &lt;1&gt;"));
+        assert_eq!(svg.matches("<rect").count(), 1 + 3 + 2);
+        let lines = render(&Chart {
+            kind: Kind::Lines,
+            ..chart
+        });
+        assert_eq!(lines.matches("<polyline").count(), 2);
+        assert_eq!(nice_axis(171.0), (200.0, 50.0));
+    }
+}

@@ -1,0 +1,197 @@
+//! 004 Table 2: process imbalance. Start times are spread uniformly on [0, W] or as
+//! |normal(0, W)| (the simulator's `spread:uniform=W` and `spread:normal=W`) for input spreads
+//! W = 0, 256, ..., 16384, on the best multi-root k-nomial tree for N (64K with `--full`, 4K by
+//! default), averaged over a few seeds (2 by default, 3 with `--full`; `--placements` overrides).
+//! A rank that has not started answers DATA and KEEPALIVE with ACK and keeps the DATA until it
+//! starts (004 App. B; the simulator does this for FTCO frames).
+//!
+//! Per run, with StartTime from the simulator's draw and FinishTime the step at which a rank
+//! completed: latency = FinishTime_last - StartTime_last; work = messages sent per rank; output
+//! spread = FinishTime_last - FinishTime_first; also the measured input spread
+//! StartTime_last - StartTime_first. The longest inbound queue (the paper's "Max. Len.") is not
+//! reported: the simulator does not track queue lengths, and the column says `n/a`.
+
+use ftcoll_runtime::faults::{FaultSpec, FaultTime, Spread};
+use ftcoll_runtime::sim::plan::CompiledPlan;
+use ftcoll_runtime::sim::SimConfig;
+
+use super::svg::{render, Chart, Kind, Series};
+use super::{allreduce_spec, best_multiroot_knomial, fmt, simulate_watched_checked, Ctx};
+
+/// Input spreads of the table.
+const SPREADS: [u64; 8] = [0, 256, 512, 1024, 2048, 4096, 8192, 16384];
+
+/// One row: a distribution and a spread, averaged over seeds.
+#[derive(Clone, Copy, Debug, Default)]
+struct Row {
+    latency: f64,
+    work: f64,
+    output_spread: f64,
+    input_spread: f64,
+}
+
+/// Runs the experiment.
+pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
+    let n: u32 = if ctx.full { 65536 } else { 4096 }
+        .min(ctx.max_ranks)
+        .max(64);
+    let reps = ctx.placements(2, 3);
+    ctx.progress(&format!(
+        "N = {n}: searching the best multi-root k-nomial tree"
+    ));
+    let (tree, _) = best_multiroot_knomial(ctx, n)?;
+    let spec = allreduce_spec(n, tree);
+    println!(
+        "N = {n}, tree k-nomial k={} with {} roots, {reps} seed(s) a row",
+        tree.k(),
+        tree.roots
+    );
+    let spreads = &SPREADS;
+    let mut jobs = Vec::new();
+    for normal in [false, true] {
+        for &width in spreads {
+            for rep in 0..reps {
+                jobs.push((normal, width, rep));
+            }
+        }
+    }
+    let results = ctx.par_map(&jobs, |&(normal, width, rep)| -> anyhow::Result<Row> {
+        let seed = ctx.run_seed(&[2, u64::from(n), u64::from(normal), width, u64::from(rep)]);
+        let faults = if width == 0 {
+            Vec::new()
+        } else {
+            let w = FaultTime::Steps(width);
+            vec![FaultSpec::Spread(if normal {
+                Spread::Normal(w)
+            } else {
+                Spread::Uniform(w)
+            })]
+        };
+        let starts = CompiledPlan::compile(&faults, n, 1, seed)?
+            .start_times
+            .unwrap_or_else(|| vec![0; n as usize]);
+        let config = SimConfig {
+            seed,
+            faults,
+            ..SimConfig::default()
+        };
+        let (sim, report) = simulate_watched_checked(ctx, &spec, config)?;
+        let finish: Vec<u64> = sim
+            .ranks()
+            .iter()
+            .filter_map(|w| w.completed_at.map(|t| t.0))
+            .collect();
+        let max_start = starts.iter().copied().max().unwrap_or(0);
+        let min_start = starts.iter().copied().min().unwrap_or(0);
+        let last = finish.iter().copied().max().unwrap_or(0);
+        let first = finish.iter().copied().min().unwrap_or(0);
+        Ok(Row {
+            latency: last as f64 - max_start as f64,
+            work: report.messages as f64 / f64::from(n),
+            output_spread: (last - first) as f64,
+            input_spread: (max_start - min_start) as f64,
+        })
+    });
+    let results = results.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    let mut table = Vec::new();
+    for (i, chunk) in results.chunks(reps as usize).enumerate() {
+        let count = chunk.len() as f64;
+        let mean = |f: fn(&Row) -> f64| chunk.iter().map(f).sum::<f64>() / count;
+        let (normal, width, _) = jobs[i * reps as usize];
+        table.push((
+            normal,
+            width,
+            Row {
+                latency: mean(|r| r.latency),
+                work: mean(|r| r.work),
+                output_spread: mean(|r| r.output_spread),
+                input_spread: mean(|r| r.input_spread),
+            },
+        ));
+    }
+    println!("             uniform                                normal");
+    println!(
+        "spread  latency  work    out.spread  in.spread   latency  work    out.spread  in.spread"
+    );
+    let mut rows = Vec::new();
+    for &width in spreads {
+        let find = |normal: bool| {
+            table
+                .iter()
+                .find(|(m, w, _)| *m == normal && *w == width)
+                .map(|t| t.2)
+                .unwrap_or_default()
+        };
+        let (u, g) = (find(false), find(true));
+        println!(
+            "{width:<7} {:>7.1} {:>7.1} {:>10.1} {:>10.0}   {:>7.1} {:>7.1} {:>10.1} {:>10.0}",
+            u.latency,
+            u.work,
+            u.output_spread,
+            u.input_spread,
+            g.latency,
+            g.work,
+            g.output_spread,
+            g.input_spread
+        );
+        for (name, r) in [("uniform", u), ("normal", g)] {
+            rows.push(vec![
+                name.to_string(),
+                width.to_string(),
+                n.to_string(),
+                tree.k().to_string(),
+                tree.roots.to_string(),
+                reps.to_string(),
+                fmt(r.latency),
+                fmt(r.work),
+                fmt(r.output_spread),
+                fmt(r.input_spread),
+                "n/a".to_string(),
+            ]);
+        }
+    }
+    println!("max. queue length: n/a (the simulator does not track inbound queue lengths)");
+    ctx.write_csv(
+        "table2.csv",
+        &[
+            "distribution",
+            "spread_steps",
+            "n",
+            "knomial_k",
+            "roots",
+            "seeds",
+            "latency_steps",
+            "work_msgs_per_rank",
+            "output_spread_steps",
+            "measured_input_spread_steps",
+            "max_queue_len",
+        ],
+        &rows,
+    )?;
+    let series = |name: &str, normal: bool, f: fn(&Row) -> f64| Series {
+        name: name.into(),
+        values: spreads
+            .iter()
+            .map(|&w| {
+                table
+                    .iter()
+                    .find(|t| t.0 == normal && t.1 == w)
+                    .map(|t| f(&t.2))
+            })
+            .collect(),
+    };
+    let chart = Chart {
+        title: format!("004 Table 2: process imbalance, FTCO allreduce, N = {n}"),
+        x_label: "input spread W (steps, log scale after 0)".into(),
+        y_label: "steps (latency, output spread)".into(),
+        x_ticks: spreads.iter().map(|w| w.to_string()).collect(),
+        series: vec![
+            series("latency, uniform", false, |r| r.latency),
+            series("latency, normal", true, |r| r.latency),
+            series("out. spread, uniform", false, |r| r.output_spread),
+            series("out. spread, normal", true, |r| r.output_spread),
+        ],
+        kind: Kind::Lines,
+    };
+    ctx.write("table2.svg", &render(&chart))
+}

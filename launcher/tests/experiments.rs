@@ -1,0 +1,86 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+//! `ftcoll-launch experiment`: the list, and one small experiment end to end into a scratch
+//! directory (CSV header and rows, SVG plot).
+
+use std::process::{Command, Output};
+
+fn launch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
+        .args(args)
+        .env_remove("FTCOLL_LOG")
+        .output()
+        .expect("ftcoll-launch runs")
+}
+
+#[test]
+fn the_list_names_every_experiment() {
+    let out = launch(&["experiment", "list"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for name in ["fig7", "fig8", "fig9", "fig10", "table2"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(name)),
+            "{name}: {stdout}"
+        );
+    }
+    let out = launch(&["experiment", "fig99"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("experiment list"));
+}
+
+#[test]
+fn fig8_writes_its_csv_and_plot() {
+    let dir = std::env::temp_dir().join(format!("ftcoll-experiments-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = launch(&[
+        "experiment",
+        "fig8",
+        "--out",
+        dir.to_str().unwrap(),
+        "--placements",
+        "2",
+        "--max-ranks",
+        "1024",
+        "--seed",
+        "5",
+        "--threads",
+        "1",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("base seed 5"), "{stdout}");
+    let csv = std::fs::read_to_string(dir.join("fig8.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("n,knomial_k,roots,inactive,placements,"),
+        "{header}"
+    );
+    let columns = header.split(',').count();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // 1K ranks (capped), with 1, 10 and 100 inactive ranks.
+    assert_eq!(rows.len(), 3, "{csv}");
+    for row in &rows {
+        assert_eq!(row.len(), columns, "{csv}");
+        let runs: u32 = row[4].parse().unwrap();
+        let failed: u32 = row[5].parse().unwrap();
+        assert_eq!(runs + failed, 2, "{csv}");
+        let penalty: f64 = row[8].parse().unwrap();
+        assert!(penalty.is_finite(), "{csv}");
+    }
+    let ns: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(ns, ["1024"; 3]);
+    let inactive: Vec<&str> = rows.iter().map(|r| r[3]).collect();
+    assert_eq!(inactive, ["1", "10", "100"]);
+    let svg = std::fs::read_to_string(dir.join("fig8.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("100 inactive"),
+        "{svg}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
