@@ -9,8 +9,9 @@
 //! - **Fig. 6**: one fault, FTCO against the ULFM way on this runtime (the allreduce fails,
 //!   then revoke, shrink, and a retry on the survivors), as N grows.
 //!
-//! The faulty operation is the first after the warm-up: its victims die when it starts. Each
-//! figure is the slowest survivor's time for that operation, median over `--repeat` runs.
+//! The faulty operation follows the warm-up and one agreement that lines every rank up; its
+//! victims die when it starts. Each figure is the slowest survivor's time for that operation,
+//! median over `--repeat` runs.
 
 use anyhow::{bail, Context};
 use ftcoll_algos::topology::Tree;
@@ -105,7 +106,8 @@ fn measure(args: &BenchArgs, n: u32, config: &Config<'_>) -> FaultRow {
     rank_args.extend(config.ftco_args.iter().cloned());
     let case = FtcollCase {
         dead: config.victims.clone(),
-        dies_at_op: u64::from(WARMUP),
+        // The warm-up, one agreement that lines the ranks up, then the faulty operation.
+        dies_at_op: u64::from(WARMUP) + 1,
         rank_args,
         ..FtcollCase::plain(config.label, config.algo)
     };

@@ -72,7 +72,7 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         )
         .map_err(|e| anyhow::anyhow!(e))?;
     }
-    spec.ftco = ftco_options(args, true)?;
+    spec.ftco = ftco_options(args, args.sim)?;
     if args.n == 0 {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }

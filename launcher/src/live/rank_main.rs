@@ -254,7 +254,10 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
         match result {
             Ok(_) => {}
             // The job's verdict is in the report; a failed collective ends this rank's loop.
-            Err(CommError::PeerFailed { .. }) | Err(CommError::TimedOut(_)) => break,
+            Err(error @ (CommError::PeerFailed { .. } | CommError::TimedOut(_))) => {
+                tracing::warn!(rank = comm.world_rank(), op = index, %error, "operation failed; this rank stops");
+                break;
+            }
             Err(other) => return Err(other),
         }
     }
@@ -351,6 +354,13 @@ impl FaultOpRun<'_> {
             data.copy_from_slice(self.input);
             self.collective.run(&mut comm, &mut data, self.op)?;
         }
+        // Line every rank up before the faulty operation (it counts as one operation, so the
+        // victims die at the next): a rank still finishing the warm-up must not meet the
+        // failure, or a peer's revoke, there.
+        match comm.agree(u64::MAX) {
+            Ok(_) | Err(CommError::UnacknowledgedFailure { .. }) => {}
+            Err(error) => return Err(error),
+        }
         data.copy_from_slice(self.input);
         let started = Instant::now();
         match self.collective.run(&mut comm, &mut data, self.op) {
@@ -359,11 +369,10 @@ impl FaultOpRun<'_> {
             Err(CommError::PeerFailed { .. } | CommError::Revoked) if self.recovery => {
                 // ULFM's pattern: make every rank leave the failed operation, agree on the
                 // survivors, retry on them.
-                tracing::debug!("operation failed; revoking");
                 comm.revoke()?;
                 comm.ack_failed();
                 let members = comm.shrink()?;
-                tracing::debug!(?members, "shrunk; retrying");
+                tracing::debug!(members = members.len(), "shrunk; retrying");
                 data.copy_from_slice(self.input);
                 self.collective.run(&mut comm, &mut data, self.op)?;
             }

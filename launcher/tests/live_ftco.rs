@@ -1,0 +1,133 @@
+//! FTCO (004) on real processes: collectives that route around SIGKILLed ranks inside the
+//! operation, every survivor with the same result (Definition 3.2), and the benchmark that
+//! reproduces the shape of 004 Table 1 and Fig. 6.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+fn assert_survivors_agree(json: &serde_json::Value, ops: u64, failed: &[u64]) {
+    assert_eq!(common::failed_ranks(json), failed, "{json}");
+    assert_eq!(json["ops_ok_all_survivors"], ops, "{json}");
+    assert_eq!(json["consistent"], true, "{json}");
+    assert_eq!(json["exact"], true, "{json}");
+}
+
+/// A multi-root k-nomial allreduce loses a root, then an inner rank, then a leaf, at different
+/// operations; each faulty operation routes around by timeouts alone, and every later one
+/// leaves the dead out from the start.
+#[test]
+fn allreduce_routes_around_kills_of_roots_and_inner_ranks() {
+    let _job = common::serialize();
+    let (out, json) = common::run_job(
+        &[
+            "-n",
+            "16",
+            "--algo",
+            "ftco-allreduce",
+            "--ftco-tree",
+            "knomial:4",
+            "--ftco-roots",
+            "2",
+            "--detect-timeout",
+            "50ms",
+            "--input",
+            "int",
+            "--ops",
+            "30",
+            "--fault",
+            "kill:rank=0,op=5",
+            "--fault",
+            "kill:rank=9,op=12",
+            "--fault",
+            "kill:rank=6,op=20",
+        ],
+        "ftco_allreduce",
+        120,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_survivors_agree(&json, 30, &[0, 6, 9]);
+}
+
+/// Broadcast from rank 0 and reduce to rank 0 on a binary tree, an inner rank killed, with the
+/// launcher's notices used as well as timeouts.
+#[test]
+fn bcast_and_reduce_route_around_an_inner_rank() {
+    let _job = common::serialize();
+    for (algo, notices) in [("ftco-bcast", false), ("ftco-reduce", true)] {
+        let mut args = vec![
+            "-n",
+            "12",
+            "--algo",
+            algo,
+            "--ftco-tree",
+            "kary:2",
+            "--detect-timeout",
+            "50ms",
+            "--input",
+            "int",
+            "--ops",
+            "10",
+            "--fault",
+            "kill:rank=3,op=2",
+        ];
+        if notices {
+            args.push("--ftco-notices");
+        }
+        let (out, json) = common::run_job(&args, "ftco_tree", 120);
+        assert!(
+            out.status.success(),
+            "{algo}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_survivors_agree(&json, 10, &[3]);
+    }
+}
+
+/// `bench ftco` end to end at small sizes: every configuration completes, and a faulty
+/// operation that detects by timeouts alone cannot end before one detection timeout.
+#[test]
+fn bench_ftco_runs_table1_and_fig6() {
+    let _job = common::serialize();
+    let path = common::scratch("bench_ftco.json");
+    let out = common::launcher()
+        .args(["bench", "ftco", "--sizes", "8", "--fig6-sizes", "8"])
+        .args(["--repeat", "1", "--detect-timeout", "20ms", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let table1 = json["table1"].as_array().unwrap();
+    let labels: Vec<&str> = table1
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        ["no faults", "1 fault", "2 parallel", "2 serial", "3 mixed"]
+    );
+    for row in table1.iter().chain(json["fig6"].as_array().unwrap()) {
+        assert_eq!(row["runs_ok"], 1, "{row}");
+    }
+    for row in &table1[1..] {
+        assert!(row["fault_op_us"].as_f64().unwrap() >= 20_000.0, "{row}");
+    }
+    let fig6: Vec<&str> = json["fig6"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(fig6, ["ftco (timeout)", "ftco (notices)", "ulfm way (rdb)"]);
+}
