@@ -183,6 +183,7 @@ pub struct RunArgs {
     pub service_distance: String,
     /// On real ranks, the ftco-* algorithms also act on the launcher's failure notices during
     /// the operation (by default they detect failures by their own timeouts only, as 004).
+    /// Known bug: a root dying during the operation can then leave peer roots probing.
     #[arg(long)]
     pub ftco_notices: bool,
     /// Scripted fault (repeatable); syntax below.
