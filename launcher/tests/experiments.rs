@@ -1,14 +1,15 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 //! `ftcoll-launch experiment`: the list, and one small experiment end to end into a scratch
 //! directory (CSV header and rows, SVG plot).
 
-use std::process::{Command, Output};
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-fn launch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
+// Shared with the multi-process tests; this file needs only some of it.
+#[allow(dead_code)]
+mod common;
+
+fn launch(args: &[&str]) -> std::process::Output {
+    common::launcher()
         .args(args)
-        .env_remove("FTCOLL_LOG")
         .output()
         .expect("ftcoll-launch runs")
 }
@@ -31,7 +32,8 @@ fn the_list_names_every_experiment() {
 
 #[test]
 fn fig8_writes_its_csv_and_plot() {
-    let dir = std::env::temp_dir().join(format!("ftcoll-experiments-test-{}", std::process::id()));
+    let _job = common::serialize();
+    let dir = common::scratch("experiments-fig8");
     let _ = std::fs::remove_dir_all(&dir);
     let out = launch(&[
         "experiment",

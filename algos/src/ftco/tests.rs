@@ -185,28 +185,15 @@ impl Net {
                     }
                     if now < self.start_at[to as usize] {
                         // App. B: acknowledged now, handled once the rank starts.
-                        let frame = decode_aligned(&bytes);
-                        ack_before_start(Rank(to), Rank(from), &frame.header, &mut self.out);
+                        let out = &mut self.out;
+                        with_frame(&bytes, |frame| {
+                            ack_before_start(Rank(to), Rank(from), &frame.header, out)
+                        });
                         self.held[to as usize].push((from, bytes));
                         self.flush(to, now);
                         continue;
                     }
-                    let words: Vec<u64> = bytes
-                        .chunks(8)
-                        .map(|c| {
-                            let mut w = [0u8; 8];
-                            w[..c.len()].copy_from_slice(c);
-                            u64::from_le_bytes(w)
-                        })
-                        .collect();
-                    let aligned: &[u8] = bytemuck::cast_slice(&words);
-                    let frame = Frame::decode(&aligned[..bytes.len()]).unwrap();
-                    let input = Input::Message {
-                        from: Rank(from),
-                        frame,
-                    };
-                    self.ranks[to as usize].handle(Time(now), input, &mut self.out);
-                    self.flush(to, now);
+                    self.deliver(from, to, &bytes, now);
                 }
                 Due::Timer { rank, timer } => {
                     self.timers_due.remove(&(rank, timer, now));
@@ -228,13 +215,7 @@ impl Net {
                     self.ranks[rank as usize].handle(Time(now), input, &mut self.out);
                     self.flush(rank, now);
                     for (from, bytes) in std::mem::take(&mut self.held[rank as usize]) {
-                        let frame = decode_aligned(&bytes);
-                        let input = Input::Message {
-                            from: Rank(from),
-                            frame,
-                        };
-                        self.ranks[rank as usize].handle(Time(now), input, &mut self.out);
-                        self.flush(rank, now);
+                        self.deliver(from, rank, &bytes, now);
                     }
                 }
                 Due::Notice { rank, dead } => {
@@ -249,13 +230,26 @@ impl Net {
         }
     }
 
+    /// Hands `to` the frame `from` sent.
+    fn deliver(&mut self, from: u32, to: u32, bytes: &[u8], now: u64) {
+        let (rank, out) = (&mut self.ranks[to as usize], &mut self.out);
+        with_frame(bytes, |frame| {
+            let input = Input::Message {
+                from: Rank(from),
+                frame,
+            };
+            rank.handle(Time(now), input, out)
+        });
+        self.flush(to, now);
+    }
+
     fn total_sent(&self) -> u64 {
         self.sent.iter().sum()
     }
 }
 
-/// Decodes a frame from bytes of any alignment (the driver keeps frames as bytes).
-fn decode_aligned(bytes: &[u8]) -> Frame<'static> {
+/// Runs `f` on the frame in `bytes` (of any alignment: the driver keeps frames as bytes).
+fn with_frame<R>(bytes: &[u8], f: impl FnOnce(Frame<'_>) -> R) -> R {
     let words: Vec<u64> = bytes
         .chunks(8)
         .map(|c| {
@@ -264,9 +258,8 @@ fn decode_aligned(bytes: &[u8]) -> Frame<'static> {
             u64::from_le_bytes(w)
         })
         .collect();
-    let words: &'static [u64] = Box::leak(words.into_boxed_slice());
-    let aligned: &'static [u8] = bytemuck::cast_slice(words);
-    Frame::decode(&aligned[..bytes.len()]).unwrap()
+    let aligned: &[u8] = bytemuck::cast_slice(&words);
+    f(Frame::decode(&aligned[..bytes.len()]).unwrap())
 }
 
 fn one_hot(n: u32) -> Vec<Values> {
@@ -630,46 +623,17 @@ fn malformed_frames_are_rejected_and_counted() {
             ValuesRef::Empty,
         ),
     ];
-    for bytes in &frames {
-        let words: Vec<u64> = bytes
-            .chunks(8)
-            .map(|c| {
-                let mut w = [0u8; 8];
-                w[..c.len()].copy_from_slice(c);
-                u64::from_le_bytes(w)
-            })
-            .collect();
-        let aligned: &[u8] = bytemuck::cast_slice(&words);
-        let frame = Frame::decode(&aligned[..bytes.len()]).unwrap();
-        rank.handle(
-            Time(1),
-            Input::Message {
+    // The last, a well-formed DATA of the wrong length, is refused when handled.
+    let wrong_len = data(1, &[1, 3, 4], &[1.0, 2.0]);
+    for (at, bytes) in frames.iter().chain([&wrong_len]).enumerate() {
+        with_frame(bytes, |frame| {
+            let input = Input::Message {
                 from: Rank(3),
                 frame,
-            },
-            &mut out,
-        );
+            };
+            rank.handle(Time(at as u64 + 1), input, &mut out)
+        });
     }
-    // A well-formed DATA of the wrong length is refused when handled.
-    let wrong_len = data(1, &[1, 3, 4], &[1.0, 2.0]);
-    let words: Vec<u64> = wrong_len
-        .chunks(8)
-        .map(|c| {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            u64::from_le_bytes(w)
-        })
-        .collect();
-    let aligned: &[u8] = bytemuck::cast_slice(&words);
-    let frame = Frame::decode(&aligned[..wrong_len.len()]).unwrap();
-    rank.handle(
-        Time(2),
-        Input::Message {
-            from: Rank(3),
-            frame,
-        },
-        &mut out,
-    );
     let rejected = out
         .events()
         .iter()
