@@ -15,6 +15,7 @@ pub mod bits;
 pub mod corrected;
 pub mod era;
 pub mod ftco;
+pub mod gossip;
 pub mod protocol;
 pub mod rank;
 pub mod rdb;

@@ -40,6 +40,12 @@ pub enum Input<'a> {
         /// The failed rank.
         peer: Rank,
     },
+    /// The link to `peer` has failed permanently (both ends are told); the peer itself lives.
+    /// Gossip drops the flow over the link (003 Sec. II-C); other protocols ignore it.
+    LinkFailed {
+        /// The rank at the other end.
+        peer: Rank,
+    },
     /// Silent corruption of local state, injected by a fault plan or the console.
     Fault(LocalFault),
     /// The driver ends the operation (an oracle in the simulator, a user cancel).
@@ -336,6 +342,15 @@ pub enum Detail {
         known_failed: u32,
         /// Peers this rank still waits for.
         waiting_for: u32,
+    },
+    /// Gossip reductions (000, 003).
+    Gossip {
+        /// Neighbours this rank holds flows for.
+        flows: u32,
+        /// Neighbours excluded after a crash or a failed link.
+        excluded: u32,
+        /// Corrupted mass vectors found by checksum.
+        detections: u32,
     },
     /// The Early Returning Agreement.
     Agreement {

@@ -491,6 +491,7 @@ impl Protocol for RecursiveDoubling {
                     out.emit(Event::Aborted(AbortReason::PeerFailed(peer)));
                 }
             }
+            Input::LinkFailed { .. } => {}
             Input::Fault(fault) => self.on_fault(fault, out),
             Input::Stop => match self.phase {
                 Phase::Running if self.config.approximate => {

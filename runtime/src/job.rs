@@ -9,14 +9,15 @@ use ftcoll_algos::corrected::{
 };
 use ftcoll_algos::era::{AgreedValue, EraConfig, EraRun, EraRunConfig, EraTopology};
 use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
+use ftcoll_algos::gossip::{Gossip, GossipConfig, Real, Rule, Schedule};
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
 use ftcoll_algos::topology::{Topology, TopologyError};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp};
 
 use crate::sim::{
-    generate_inputs, DetectorModel, InputKind, OracleStop, SimConfig, SimError, SimReport,
-    Simulation,
+    generate_inputs, DetectorModel, InputKind, OracleStop, OracleWatch, SimConfig, SimError,
+    SimReport, Simulation,
 };
 
 /// Every algorithm name ftcoll knows, implemented or not yet.
@@ -129,6 +130,13 @@ impl Algorithm {
             self,
             Algorithm::Rdb
                 | Algorithm::Ardb
+                | Algorithm::Ps
+                | Algorithm::Pf
+                | Algorithm::Pflc
+                | Algorithm::Pfcc
+                | Algorithm::Pcf
+                | Algorithm::Hps
+                | Algorithm::Hpflc
                 | Algorithm::CorrectedReduce
                 | Algorithm::CorrectedBcast
                 | Algorithm::CorrectedAllreduce
@@ -147,6 +155,23 @@ impl Algorithm {
             Algorithm::FtcoAllreduce => Some(Collective::Allreduce),
             _ => None,
         }
+    }
+
+    /// The gossip rule of a gossip algorithm (000, 003).
+    pub fn gossip_rule(self) -> Option<Rule> {
+        Some(match self {
+            Algorithm::Ps | Algorithm::Hps => Rule::PushSum,
+            Algorithm::Pf => Rule::PushFlow,
+            Algorithm::Pflc | Algorithm::Hpflc => Rule::LocalCorrection,
+            Algorithm::Pfcc => Rule::CooperativeCorrection,
+            Algorithm::Pcf => Rule::PushCancelFlowTolerant,
+            _ => return None,
+        })
+    }
+
+    /// The round-based gossip of 000 Sec. 6, on shared permutations.
+    pub fn is_round_based_gossip(self) -> bool {
+        matches!(self, Algorithm::Hps | Algorithm::Hpflc)
     }
 
     /// The corrected-tree family (001), which takes `--tolerate`.
@@ -257,6 +282,14 @@ pub enum JobError {
     /// An agreement job with no agreements.
     #[error("--agreements must be at least 1")]
     NoAgreements,
+    /// A gossip option that does not fit.
+    #[error("{algo}: {why}")]
+    Gossip {
+        /// The algorithm.
+        algo: Algorithm,
+        /// What is wrong.
+        why: String,
+    },
     /// An accuracy target outside (0, 1).
     #[error("--eps must lie in (0, 1), got {0}")]
     BadEps(f64),
@@ -296,7 +329,40 @@ pub struct JobSpec {
     pub ftco: FtcoOptions,
     /// Blocking agreements in a row (`era-agree`).
     pub agreements: u32,
+    /// Schedule, precision and checksum threshold of the gossip algorithms.
+    pub gossip: GossipOptions,
 }
+
+/// How gossip algorithms push, in what precision, with what checksum threshold.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GossipOptions {
+    /// `rounds` for the round-synchronous mode; `None`: asynchronous (000 Sec. 4.4), or the
+    /// permutation schedules of `hps` and `hpflc`.
+    pub synchronous: bool,
+    /// Keep state in single precision (`Some(true)`) or double; `None`: single for `hps` and
+    /// `hpflc` as in 000 Sec. 6, double otherwise.
+    pub single: Option<bool>,
+    /// Checksum threshold; `None`: the precision's default.
+    pub tau: Option<f64>,
+    /// Time between pushes in simulator steps; `None`: one exchange of the cost model (L + 2o).
+    pub period: Option<u64>,
+    /// PCF as 003 Fig. 5 prints it (not bit-flip tolerant) instead of the tolerant form.
+    pub pcf_as_printed: bool,
+}
+
+/// The gossip algorithms' accuracy target when --eps is not given: in double precision 1e-12
+/// (000's 1e-14 is below what PF reaches beyond a few dozen ranks, 003 Fig. 3), in single
+/// precision 1e-3 (000 Figs. 12-13).
+pub fn default_gossip_eps(single: bool) -> f64 {
+    if single {
+        1e-3
+    } else {
+        1e-12
+    }
+}
+
+/// The gossip algorithms' push budget when --steps is not given.
+pub const DEFAULT_GOSSIP_STEPS: u32 = 2000;
 
 impl JobSpec {
     /// A job with defaults: sum of one uniform input per rank.
@@ -316,6 +382,7 @@ impl JobSpec {
             era_topology: EraTopology::default(),
             ftco: FtcoOptions::default(),
             agreements: 1,
+            gossip: GossipOptions::default(),
         }
     }
 
@@ -392,6 +459,36 @@ impl JobSpec {
                     });
                 }
             }
+            algo if algo.gossip_rule().is_some() => {
+                if !matches!(self.op, ReduceOp::Sum | ReduceOp::Average) {
+                    return Err(JobError::OpUnsupported {
+                        algo,
+                        op: self.op.name(),
+                    });
+                }
+                if algo.is_round_based_gossip()
+                    && !matches!(self.topology, None | Some(Topology::FullyConnected { .. }))
+                {
+                    return Err(JobError::Gossip {
+                        algo,
+                        why: "the round-based gossip draws partners from permutations of all ranks; drop --topology or use --topology full".into(),
+                    });
+                }
+                if let Some(tau) = self.gossip.tau {
+                    if !(tau > 0.0 && tau.is_finite()) {
+                        return Err(JobError::Gossip {
+                            algo,
+                            why: format!("--tau must be a positive number, got {tau}"),
+                        });
+                    }
+                }
+                if self.steps == Some(0) {
+                    return Err(JobError::Gossip {
+                        algo,
+                        why: "--steps must be at least 1".into(),
+                    });
+                }
+            }
             Algorithm::EraAgree => {
                 if ftcoll_algos::era::check_op(self.op).is_err() {
                     return Err(JobError::OpUnsupported {
@@ -454,6 +551,88 @@ impl JobSpec {
         })
     }
 
+    /// Whether the gossip state is kept in single precision.
+    pub fn gossip_single(&self) -> bool {
+        self.gossip
+            .single
+            .unwrap_or(self.algo.is_round_based_gossip())
+    }
+
+    /// The gossip graph: `--topology`, else a hypercube when N is a power of two (000's
+    /// experiments), else fully connected.
+    pub fn gossip_topology(&self) -> Result<Topology, JobError> {
+        if let Some(topology) = self.topology {
+            return Ok(topology);
+        }
+        let topology = if self.n.is_power_of_two() && !self.algo.is_round_based_gossip() {
+            Topology::hypercube(self.n)?
+        } else {
+            Topology::fully_connected(self.n)?
+        };
+        Ok(topology)
+    }
+
+    /// The push budget: --steps, or [`DEFAULT_GOSSIP_STEPS`].
+    pub fn gossip_steps(&self) -> u32 {
+        self.steps.unwrap_or(DEFAULT_GOSSIP_STEPS)
+    }
+
+    /// Rank `rank`'s gossip configuration; `period` is the time between pushes when
+    /// [`GossipOptions::period`] is not set.
+    pub fn gossip_config(
+        &self,
+        rank: Rank,
+        op_id: OpId,
+        seed: u64,
+        period: u64,
+    ) -> Result<GossipConfig, JobError> {
+        let rule = match self.algo.gossip_rule() {
+            Some(Rule::PushCancelFlowTolerant) if self.gossip.pcf_as_printed => {
+                Rule::PushCancelFlow
+            }
+            Some(rule) => rule,
+            None => {
+                return Err(JobError::Gossip {
+                    algo: self.algo,
+                    why: "not a gossip algorithm".into(),
+                })
+            }
+        };
+        let period = ftcoll_algos::Duration(self.gossip.period.unwrap_or(period).max(1));
+        let schedule = match self.algo {
+            Algorithm::Hps => Schedule::Permutation { period },
+            Algorithm::Hpflc => Schedule::Cycle { period },
+            _ if self.gossip.synchronous => Schedule::Rounds { period },
+            _ => Schedule::Async { period },
+        };
+        let mut config = GossipConfig::new(rank, self.gossip_topology()?, rule, schedule);
+        config.op = self.op;
+        config.op_id = op_id;
+        config.seed = seed;
+        config.tau = self.gossip.tau;
+        config.max_iterations = self.gossip_steps();
+        Ok(config)
+    }
+
+    /// Every rank's gossip instance in precision `T`.
+    pub fn gossip_ranks<T: Real>(
+        &self,
+        op_id: OpId,
+        seed: u64,
+        period: u64,
+    ) -> Result<Vec<Gossip<T>>, JobError> {
+        (0..self.n)
+            .map(|r| {
+                Ok(Gossip::new(self.gossip_config(
+                    Rank(r),
+                    op_id,
+                    seed,
+                    period,
+                )?))
+            })
+            .collect()
+    }
+
     /// Rank `rank`'s corrected reduce to rank 0.
     pub fn corrected_reduce(&self, rank: Rank, op_id: OpId) -> CorrectedReduce {
         let mut config = ReduceConfig::new(rank, self.n, self.op, op_id, self.tolerate, Rank(0));
@@ -503,11 +682,19 @@ impl JobSpec {
         if self.algo == Algorithm::Ardb && self.steps.is_none() {
             config.oracle_stop = Some(OracleStop {
                 eps: self.eps.unwrap_or(DEFAULT_ARDB_EPS),
-                watch: RdbShape::new(self.n).root(),
+                watch: OracleWatch::Rank(RdbShape::new(self.n).root()),
+                max_round: None,
             });
         }
         if self.algo.ftco_collective().is_some() {
             config.detector = DetectorModel::Silent;
+        }
+        if self.algo.gossip_rule().is_some() && config.oracle_stop.is_none() {
+            config.oracle_stop = Some(OracleStop {
+                eps: self.eps.unwrap_or(default_gossip_eps(self.gossip_single())),
+                watch: OracleWatch::AllLive,
+                max_round: Some(self.gossip_steps()),
+            });
         }
         config
     }
@@ -573,6 +760,16 @@ pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError
         Algorithm::FtcoReduce | Algorithm::FtcoAllreduce => {
             let ranks = spec.ftco_ranks(op_id, config.seed)?;
             run(config, ranks, inputs, spec)
+        }
+        algo if algo.gossip_rule().is_some() => {
+            let period = config.cost.exchange_round_steps().max(1);
+            if spec.gossip_single() {
+                let ranks = spec.gossip_ranks::<f32>(op_id, config.seed, period)?;
+                run(config, ranks, inputs, spec)
+            } else {
+                let ranks = spec.gossip_ranks::<f64>(op_id, config.seed, period)?;
+                run(config, ranks, inputs, spec)
+            }
         }
         Algorithm::EraAgree => {
             let ranks = (0..spec.n).map(|r| spec.era_run(Rank(r))).collect();
@@ -643,10 +840,7 @@ mod tests {
             JobSpec::new(Algorithm::Rdb, 0).validate(),
             Err(JobError::NoRanks)
         );
-        assert!(matches!(
-            JobSpec::new(Algorithm::Pf, 8).validate(),
-            Err(JobError::NotImplemented { .. })
-        ));
+        assert!(matches!(JobSpec::new(Algorithm::Pf, 8).validate(), Ok(())));
         let mut torus = JobSpec::new(Algorithm::Rdb, 8);
         torus.topology = Some(Topology::torus3d(8).unwrap());
         assert!(matches!(

@@ -361,6 +361,7 @@ impl Protocol for CorrectedAllreduce {
                     self.step(now, out);
                 }
             }
+            Input::LinkFailed { .. } => {}
             Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
             Input::Stop => {
                 if self.finished.is_none() {

@@ -458,6 +458,7 @@ impl Protocol for CorrectedBcast {
                     self.advance_checked(out);
                 }
             }
+            Input::LinkFailed { .. } => {}
             Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
             Input::Stop => {
                 if self.finished.is_none() {

@@ -502,6 +502,7 @@ impl Protocol for CorrectedReduce {
                     self.try_finish(out);
                 }
             }
+            Input::LinkFailed { .. } => {}
             Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
             Input::Stop => {
                 if matches!(self.phase, Phase::Idle | Phase::Running) {

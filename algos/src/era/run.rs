@@ -133,6 +133,7 @@ impl Protocol for EraRun {
             }
             Input::PeerFailed { peer } => self.era.peer_failed(peer.0, out),
             Input::Timer { .. } => {}
+            Input::LinkFailed { .. } => {}
             Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
             Input::Stop => {
                 if self.phase == Phase::Running {

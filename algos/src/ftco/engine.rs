@@ -905,6 +905,7 @@ impl Protocol for Ftco {
                     self.progress(now, out);
                 }
             }
+            Input::LinkFailed { .. } => {}
             Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
             Input::Stop => self.abort(AbortReason::Stopped, out),
         }

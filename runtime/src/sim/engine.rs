@@ -8,11 +8,13 @@ use ftcoll_algos::wire::Frame;
 use ftcoll_algos::{Rank, ReduceOp, Time, ValuesRef};
 
 use super::oracle::max_relative_error;
+use super::oracle_watch::AllLiveOracle;
 use super::plan::{CompiledPlan, MessageFlip, TimedFault};
 use super::queue::{EventClass, EventQueue};
 use super::trace::TraceHash;
 use super::{
-    exact_aggregate, CrashCause, CrashRecord, DetectorModel, SimConfig, SimError, SimReport,
+    exact_aggregate, CrashCause, CrashRecord, DetectorModel, OracleWatch, SimConfig, SimError,
+    SimReport,
 };
 use crate::faults::{FlipTarget, MessageSelector};
 
@@ -32,6 +34,11 @@ enum SimEvent {
     Notice {
         to: u32,
         failed: u32,
+    },
+    /// A failed link is reported to one of its ends.
+    LinkNotice {
+        to: u32,
+        peer: u32,
     },
     Fault(TimedFault),
     /// The timeout detector's verdict on a silent rank.
@@ -134,6 +141,12 @@ pub struct Simulation<P: Protocol> {
     /// each duplicate would fire and re-arm in turn, so waits as long as 004's process
     /// imbalance multiplied timer events without bound.
     pending_timers: BTreeSet<(u32, u64, u8, u32)>,
+    /// The all-live-ranks oracle, when the run has one.
+    all_live: Option<AllLiveOracle>,
+    /// Most rounds any rank completed so far.
+    max_round_seen: u32,
+    /// Next virtual time at which the error history is sampled.
+    next_sample: u64,
 }
 
 impl<P: Protocol> Simulation<P> {
@@ -156,6 +169,10 @@ impl<P: Protocol> Simulation<P> {
             ));
         }
         let plan = CompiledPlan::compile(&config.faults, n, config.ranks_per_node, config.seed)?;
+        let all_live = config
+            .oracle_stop
+            .filter(|stop| stop.watch == OracleWatch::AllLive)
+            .map(|stop| AllLiveOracle::new(n, stop.eps));
         let exact = exact_aggregate(op, &inputs, input_len, |_| true);
         let mut queue = EventQueue::default();
         for (at, fault) in &plan.timed {
@@ -198,6 +215,9 @@ impl<P: Protocol> Simulation<P> {
             expected_is_aggregate: true,
             held: std::collections::BTreeMap::new(),
             pending_timers: BTreeSet::new(),
+            all_live,
+            max_round_seen: 0,
+            next_sample: 0,
         })
     }
 
@@ -237,6 +257,7 @@ impl<P: Protocol> Simulation<P> {
                 break;
             }
             self.report.events += 1;
+            self.sample_history(at);
             self.dispatch(at, class, event);
             if self.stop_requested {
                 self.stop_requested = false;
@@ -294,6 +315,16 @@ impl<P: Protocol> Simulation<P> {
                     self.trace
                         .mix(0x0071 ^ u64::from(to) ^ u64::from(failed) << 32);
                     let input = Input::PeerFailed { peer: Rank(failed) };
+                    self.ranks[to as usize].handle(now, input, &mut self.outbox);
+                    self.after_handle(to, now);
+                }
+            }
+            SimEvent::LinkNotice { to, peer } => {
+                if let Some(now) = self.acquire_cpu(to, at, class, event, 0) {
+                    self.report.notices += 1;
+                    self.trace
+                        .mix(0x11AC ^ u64::from(to) ^ u64::from(peer) << 32);
+                    let input = Input::LinkFailed { peer: Rank(peer) };
                     self.ranks[to as usize].handle(now, input, &mut self.outbox);
                     self.after_handle(to, now);
                 }
@@ -417,7 +448,11 @@ impl<P: Protocol> Simulation<P> {
         let mut outbox = std::mem::take(&mut self.outbox);
         for &event in outbox.events() {
             match event {
-                Event::RoundDone { round } => self.check_oracle(rank, round),
+                Event::RoundDone { round } => {
+                    self.report.total_rounds += 1;
+                    self.max_round_seen = self.max_round_seen.max(round + 1);
+                    self.check_oracle(rank, round);
+                }
                 Event::Completed => {
                     self.report.completion_steps = self.report.completion_steps.max(now.0);
                 }
@@ -480,6 +515,56 @@ impl<P: Protocol> Simulation<P> {
         slot.busy_until = slot.busy_until.max(departure);
         outbox.clear();
         self.outbox = outbox;
+        self.update_all_live(rank);
+    }
+
+    /// Re-evaluates `rank` for the all-live oracle, and stops the run once every live rank is
+    /// accurate.
+    fn update_all_live(&mut self, rank: u32) {
+        let Some(oracle) = self.all_live.as_mut() else {
+            return;
+        };
+        self.ranks[rank as usize].estimate(&mut self.scratch);
+        oracle.update(
+            rank as usize,
+            max_relative_error(&self.scratch, &self.exact),
+        );
+        if oracle.satisfied() && self.report.oracle_stop_round.is_none() {
+            self.report.oracle_stop_round = Some(self.max_round_seen);
+            self.stop_requested = true;
+        }
+    }
+
+    /// The all-live oracle after a crash: the rank no longer counts, and the target becomes the
+    /// survivors' aggregate, against which every live rank is re-evaluated.
+    fn crash_for_oracle(&mut self, rank: u32) {
+        let Some(oracle) = self.all_live.as_mut() else {
+            return;
+        };
+        oracle.remove(rank as usize);
+        if self.expected_is_aggregate {
+            let slots = &self.slots;
+            self.exact = exact_aggregate(self.op, &self.inputs, self.input_len, |r| slots[r].alive);
+        }
+        for r in 0..self.report.n {
+            if self.slots[r as usize].alive {
+                self.update_all_live(r);
+            }
+        }
+    }
+
+    /// Samples the live ranks' max and median error every `history_every` steps.
+    fn sample_history(&mut self, at: Time) {
+        let (Some(every), Some(oracle)) = (self.config.history_every, self.all_live.as_ref())
+        else {
+            return;
+        };
+        while self.next_sample <= at.0 {
+            self.report
+                .history
+                .push((self.next_sample, oracle.worst(), oracle.median()));
+            self.next_sample += every.max(1);
+        }
     }
 
     fn take_message_flip(&mut self, rank: u32, departure: Time) -> Option<MessageFlip> {
@@ -519,6 +604,7 @@ impl<P: Protocol> Simulation<P> {
             }
             TimedFault::Cut(a, b) => {
                 self.cut.insert((a.0.min(b.0), a.0.max(b.0)));
+                self.report_link_failure(a.0, b.0, at);
             }
             TimedFault::Slow(rank, factor) => {
                 self.slots[rank.index()].slow = factor.max(1);
@@ -547,8 +633,24 @@ impl<P: Protocol> Simulation<P> {
         }
     }
 
+    /// Tells both ends of a failed link, after the detector's delay (a transport sees a broken
+    /// connection as a node's heartbeats stopping); no one is told under the silent detector.
+    fn report_link_failure(&mut self, a: u32, b: u32, at: Time) {
+        let delay = match self.config.detector {
+            DetectorModel::Perfect { delay_steps } => delay_steps,
+            DetectorModel::Timeout { timeout_steps, .. } => timeout_steps,
+            DetectorModel::Silent => return,
+        };
+        let when = at.after(ftcoll_algos::Duration(delay));
+        for (to, peer) in [(a, b), (b, a)] {
+            self.queue
+                .push(when, EventClass::Notice, SimEvent::LinkNotice { to, peer });
+        }
+    }
+
     fn crash(&mut self, rank: u32, at: Time, cause: CrashCause) {
         self.slots[rank as usize].alive = false;
+        self.crash_for_oracle(rank);
         self.trace.mix(0xDEAD ^ u64::from(rank) ^ at.0 << 32);
         self.report.crashes.push(CrashRecord {
             rank: Rank(rank),
@@ -612,7 +714,15 @@ impl<P: Protocol> Simulation<P> {
         let Some(stop) = self.config.oracle_stop else {
             return;
         };
-        if stop.watch.0 != rank || self.report.oracle_stop_round.is_some() {
+        if let Some(max_round) = stop.max_round {
+            if round + 1 >= max_round && self.report.oracle_stop_round.is_none() {
+                self.report.stopped_by_budget = true;
+                self.report.oracle_stop_round = Some(round + 1);
+                self.stop_requested = true;
+                return;
+            }
+        }
+        if stop.watch != OracleWatch::Rank(Rank(rank)) || self.report.oracle_stop_round.is_some() {
             return;
         }
         self.ranks[rank as usize].estimate(&mut self.scratch);
@@ -623,6 +733,7 @@ impl<P: Protocol> Simulation<P> {
     }
 
     fn stop_all(&mut self, at: Time) {
+        self.report.completion_steps = self.report.completion_steps.max(at.0);
         for rank in 0..self.report.n {
             let slot = self.slots[rank as usize];
             if slot.alive && !slot.stopped {

@@ -14,6 +14,7 @@ pub mod cost;
 mod engine;
 pub mod inputs;
 pub mod oracle;
+mod oracle_watch;
 pub mod plan;
 pub mod queue;
 pub mod trace;
@@ -21,6 +22,7 @@ pub mod trace;
 pub use cost::CostModel;
 pub use engine::Simulation;
 pub use inputs::{exact_aggregate, generate_inputs, rank_inputs, InputKind};
+pub use oracle_watch::AllLiveOracle;
 
 use ftcoll_algos::{Rank, Time};
 
@@ -56,14 +58,28 @@ impl Default for DetectorModel {
     }
 }
 
-/// The oracle-driven stop of approximate algorithms: when `watch` completes a round with a
-/// relative error at or below `eps`, every rank is stopped.
+/// Whose accuracy the oracle watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OracleWatch {
+    /// One rank, checked when it completes a round (ARDB: the root, 000 Fig. 12).
+    Rank(Rank),
+    /// Every live rank, checked after every input it handles (000 Sec. 4.4.1: "the local
+    /// relative error of all processes was less than 10^-14"). After a crash the target becomes
+    /// the survivors' aggregate, the result gossip reductions define.
+    AllLive,
+}
+
+/// The oracle-driven stop of approximate algorithms: when the watched estimates reach a relative
+/// error at or below `eps`, every rank is stopped; so is every rank once any rank completes
+/// `max_round` rounds (000 Sec. 4.4.1: "once the first process has sent out 500 messages").
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OracleStop {
     /// Target relative error.
     pub eps: f64,
-    /// The rank whose estimate decides.
-    pub watch: Rank,
+    /// Whose estimate decides.
+    pub watch: OracleWatch,
+    /// Stop when any rank completes this many rounds, accurate or not.
+    pub max_round: Option<u32>,
 }
 
 /// Everything that defines a simulated run besides the protocol instances.
@@ -85,6 +101,9 @@ pub struct SimConfig {
     pub max_time: Time,
     /// Oracle stop for approximate algorithms.
     pub oracle_stop: Option<OracleStop>,
+    /// With the all-live oracle: sample the live ranks' max and median error every this many
+    /// steps into [`SimReport::history`] (convergence plots, 000 Fig. 1).
+    pub history_every: Option<u64>,
 }
 
 impl Default for SimConfig {
@@ -98,6 +117,7 @@ impl Default for SimConfig {
             max_events: 10_000_000_000,
             max_time: Time(u64::MAX / 2),
             oracle_stop: None,
+            history_every: None,
         }
     }
 }
@@ -176,12 +196,19 @@ pub struct SimReport {
     pub crashes: Vec<CrashRecord>,
     /// The round at which the oracle stopped the run.
     pub oracle_stop_round: Option<u32>,
+    /// The oracle's round budget ([`OracleStop::max_round`]) stopped the run before the
+    /// accuracy was reached.
+    pub stopped_by_budget: bool,
+    /// Every round completed by each rank, summed (gossip: pushes, i.e. messages per rank).
+    pub total_rounds: u64,
     /// The run hit `max_events` or `max_time`.
     pub truncated: bool,
     /// Hash of the event trace.
     pub trace_hash: u64,
     /// Wall-clock seconds of `run`.
     pub wall_s: f64,
+    /// `(step, max error, median error)` over live ranks, every [`SimConfig::history_every`].
+    pub history: Vec<(u64, f64, f64)>,
 }
 
 /// Most crashes for which [`SimReport::admissible_error`] enumerates the subsets.

@@ -1,0 +1,562 @@
+//! The gossip engine: one rank's state, the schedule, failure handling and faults; the rules
+//! live in `push_sum`, `push_flow` and `pcf`.
+
+use crate::protocol::{
+    AbortReason, Counters, Detail, Event, Input, LocalFault, Outbox, Phase, Protocol, RankStatus,
+    StateVar, TimerId, TimerTable,
+};
+use crate::rank::Rank;
+use crate::rng::SimRng;
+use crate::time::Time;
+use crate::values::ReduceOp;
+use crate::wire::{Frame, FrameError, FrameHeader};
+
+use super::flows::FlowTable;
+use super::mass::Layout;
+use super::permutation::{cycle_partners, permutation_partners};
+use super::real::Real;
+use super::{GossipConfig, GossipKind, Rule, Schedule};
+
+/// The push timer.
+pub(super) const TICK: TimerId = TimerId { kind: 1, index: 0 };
+
+/// Stream id of a rank's partner draws (xor the rank).
+const PARTNER_STREAM: u64 = 0x6055_1900_0000_0000;
+
+/// Most draws before falling back to a scan when many neighbours are excluded.
+const PARTNER_DRAWS: u32 = 8;
+
+/// PCF's per-neighbour control variables (003 Fig. 5: c_ij and r_ij); unused by the other rules.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct PcfTag {
+    /// Index (0 or 1) of the active flow.
+    pub active: u8,
+    /// How often the roles changed.
+    pub round: u32,
+}
+
+/// One rank of a gossip reduction.
+#[derive(Clone, Debug)]
+pub struct Gossip<T: Real> {
+    pub(super) config: GossipConfig,
+    pub(super) layout: Layout,
+    pub(super) tau: f64,
+    rng: SimRng,
+    phase: Phase,
+    pub(super) iteration: u32,
+    pub(super) counters: Counters,
+    /// Peers never to talk to again (crashed, or behind a failed link), sorted.
+    excluded: Vec<u32>,
+    /// Crashed ranks this rank was told of.
+    crashed: u32,
+    /// Neighbours that answered a push with [`GossipKind::Finished`], sorted: never chosen again.
+    finished: Vec<u32>,
+    timers: TimerTable,
+    /// Push-Sum: the current value-weight pair. Flow rules: the initial mass v_i.
+    pub(super) own: Vec<T>,
+    /// Flows per neighbour: `width` elements (PF family) or active, passive and cancelled
+    /// (`3·width`, PCF).
+    pub(super) flows: FlowTable<T, PcfTag>,
+    /// PCF's sum of flows phi_i.
+    pub(super) phi: Vec<T>,
+    /// Scratch for estimates and outgoing flows.
+    pub(super) scratch: Vec<T>,
+    /// Checksum detections (checked rules).
+    pub(super) detections: u32,
+    /// The estimate at completion: the result, which what arrives later (the flows a neighbour
+    /// still pushes) no longer changes.
+    result: Vec<f64>,
+}
+
+impl<T: Real> Gossip<T> {
+    /// A rank that waits for [`Input::Start`].
+    pub fn new(config: GossipConfig) -> Gossip<T> {
+        let layout = Layout {
+            len: 0,
+            checked: config.rule.checked(),
+        };
+        Gossip {
+            tau: config.tau.unwrap_or(T::DEFAULT_TAU),
+            rng: SimRng::for_stream(config.seed, PARTNER_STREAM ^ u64::from(config.rank.0)),
+            config,
+            layout,
+            phase: Phase::Idle,
+            iteration: 0,
+            counters: Counters::default(),
+            excluded: Vec::new(),
+            crashed: 0,
+            finished: Vec::new(),
+            timers: TimerTable::default(),
+            own: Vec::new(),
+            flows: FlowTable::new(0),
+            phi: Vec::new(),
+            scratch: Vec::new(),
+            detections: 0,
+            result: Vec::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GossipConfig {
+        &self.config
+    }
+
+    /// Pushes made so far.
+    pub fn iterations(&self) -> u32 {
+        self.iteration
+    }
+
+    /// Corrupted mass vectors this rank detected by checksum.
+    pub fn detections(&self) -> u32 {
+        self.detections
+    }
+
+    /// The mass layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// This rank's current mass (its estimate's numerator and denominator), widened: Push-Sum's
+    /// pair, or v_i minus the flows. Summed over ranks and in-flight Push-Sum messages it is the
+    /// conserved total, which is what checkers verify.
+    pub fn mass(&self, dst: &mut Vec<f64>) {
+        let mut e = Vec::new();
+        self.current_mass(&mut e);
+        dst.clear();
+        dst.extend(e.iter().map(|x| x.to_f64()));
+    }
+
+    /// The flow towards `peer` (the active one first for PCF), widened.
+    pub fn flow(&self, peer: Rank) -> Option<Vec<f64>> {
+        let flow = self.flows.get(peer)?;
+        Some(flow.iter().map(|x| x.to_f64()).collect())
+    }
+
+    /// Peers this rank holds flows for.
+    pub fn flow_peers(&self) -> Vec<Rank> {
+        self.flows.iter().map(|(p, _, _)| p).collect()
+    }
+
+    /// Whether `peer` is excluded (reported crashed, or its link failed).
+    pub fn is_excluded(&self, peer: Rank) -> bool {
+        self.excluded.binary_search(&peer.0).is_ok()
+    }
+
+    fn choosable(&self, peer: Rank) -> bool {
+        !self.is_excluded(peer) && self.finished.binary_search(&peer.0).is_err()
+    }
+
+    fn exclude(&mut self, peer: Rank) -> bool {
+        match self.excluded.binary_search(&peer.0) {
+            Ok(_) => false,
+            Err(i) => {
+                self.excluded.insert(i, peer.0);
+                true
+            }
+        }
+    }
+
+    /// The live rank count this rank knows of: what a sum's average is multiplied by.
+    pub fn live_count(&self) -> u32 {
+        self.config.size().saturating_sub(self.crashed).max(1)
+    }
+
+    fn scale(&self) -> f64 {
+        match self.config.op {
+            ReduceOp::Sum => f64::from(self.live_count()),
+            _ => 1.0,
+        }
+    }
+
+    /// The current mass `e_i` into `dst`, in working precision.
+    pub(super) fn current_mass(&self, dst: &mut Vec<T>) {
+        match self.config.rule {
+            Rule::PushSum => {
+                dst.clear();
+                dst.extend_from_slice(&self.own);
+            }
+            Rule::PushFlow | Rule::LocalCorrection | Rule::CooperativeCorrection => {
+                self.flow_estimate(dst)
+            }
+            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => self.pcf_estimate(dst),
+        }
+    }
+
+    /// Checks what must hold at this rank after every step when no fault was injected: every
+    /// flow and the estimate pass their checksums (checked rules), PCF's phi equals what its
+    /// form says it sums (all flows and cancelled mass as printed, cancelled mass when
+    /// tolerant) up to round-off, and all state is finite. Checkers call it after every step.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut e = Vec::new();
+        self.current_mass(&mut e);
+        if e.iter().any(|x| !x.to_f64().is_finite()) {
+            return Err(format!("rank {}: non-finite mass", self.config.rank));
+        }
+        if self.layout.corrupted(&e, self.tau) {
+            return Err(format!(
+                "rank {}: estimate fails its checksum",
+                self.config.rank
+            ));
+        }
+        for (peer, flow, _) in self.flows.iter() {
+            if self.config.rule.checked() && self.layout.corrupted(flow, self.tau) {
+                return Err(format!(
+                    "rank {}: flow to {peer} fails its checksum",
+                    self.config.rank
+                ));
+            }
+        }
+        if matches!(
+            self.config.rule,
+            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant
+        ) {
+            let width = self.layout.width();
+            let mut sum = vec![0.0f64; width];
+            let mut scale = vec![1.0f64; width];
+            // As printed phi sums all flows and cancelled mass; the tolerant phi only the
+            // cancelled mass (the last third of a slot).
+            let first = if self.config.rule == Rule::PushCancelFlow {
+                0
+            } else {
+                2 * width
+            };
+            for (_, slot, _) in self.flows.iter() {
+                for (i, x) in slot[first..].iter().enumerate() {
+                    sum[i % width] += x.to_f64();
+                    scale[i % width] = scale[i % width].max(x.to_f64().abs());
+                }
+            }
+            let tolerance =
+                1e3 * f64::from(f32::EPSILON).min(if T::BITS == 64 { 1e-13 } else { 1.0 });
+            for k in 0..width {
+                let phi = self.phi[k].to_f64();
+                if (phi - sum[k]).abs() > tolerance * scale[k] * (self.flows.len() as f64 + 1.0) {
+                    return Err(format!(
+                        "rank {}: phi[{k}] = {phi:e} but its parts sum to {:e}",
+                        self.config.rank, sum[k]
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, now: Time, data: &[f64], out: &mut Outbox) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.layout.len = data.len();
+        let width = self.layout.width();
+        self.layout.initial(data, &mut self.own);
+        let slot = match self.config.rule {
+            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => 3 * width,
+            _ => width,
+        };
+        self.flows = FlowTable::new(slot);
+        self.phi = vec![T::ZERO; width];
+        self.phase = Phase::Running;
+        let first = match self.config.schedule {
+            Schedule::Async { period } => now.0 + 1 + self.rng.below(period.0.max(1)),
+            schedule => now.0.div_ceil(schedule.period().0) * schedule.period().0,
+        };
+        self.timers.arm(TICK, Time(first), out);
+    }
+
+    fn next_tick(&mut self, now: Time) -> Time {
+        let period = self.config.schedule.period().0;
+        match self.config.schedule {
+            Schedule::Async { .. } => {
+                Time(now.0 + (period / 2).max(1) + self.rng.below(period + 1))
+            }
+            _ => Time((now.0 / period + 1) * period),
+        }
+    }
+
+    /// The partner of this push, if any live one exists.
+    fn partner(&mut self, now: Time) -> Option<Rank> {
+        let me = self.config.rank;
+        let n = self.config.size();
+        let round = now.0 / self.config.schedule.period().0;
+        let chosen = match self.config.schedule {
+            Schedule::Permutation { .. } => {
+                Rank(permutation_partners(n, self.config.seed, round, me.0).send_to)
+            }
+            Schedule::Cycle { .. } => {
+                Rank(cycle_partners(n, self.config.seed, round, me.0).send_to)
+            }
+            Schedule::Async { .. } | Schedule::Rounds { .. } => return self.random_neighbour(),
+        };
+        (chosen != me && self.choosable(chosen)).then_some(chosen)
+    }
+
+    /// A uniformly random neighbour that is not excluded: a few draws, then a scan from a
+    /// random start (bounded by the degree) when most neighbours are excluded.
+    fn random_neighbour(&mut self) -> Option<Rank> {
+        let topology = self.config.topology;
+        let me = self.config.rank;
+        let degree = topology.degree(me);
+        if degree == 0 {
+            return None;
+        }
+        for _ in 0..PARTNER_DRAWS {
+            let i = self.rng.below(u64::from(degree)) as u32;
+            if let Some(peer) = topology.neighbour(me, i) {
+                if self.choosable(peer) {
+                    return Some(peer);
+                }
+            }
+        }
+        let start = self.rng.below(u64::from(degree)) as u32;
+        (0..degree)
+            .filter_map(|k| topology.neighbour(me, (start + k) % degree))
+            .find(|peer| self.choosable(*peer))
+    }
+
+    fn on_tick(&mut self, now: Time, out: &mut Outbox) {
+        if self.phase != Phase::Running || !self.timers.take_expired(TICK, now) {
+            return;
+        }
+        let partner = self.partner(now);
+        match self.config.rule {
+            Rule::PushSum => self.ps_push(partner, out),
+            Rule::PushFlow | Rule::LocalCorrection | Rule::CooperativeCorrection => {
+                self.pf_push(partner, out)
+            }
+            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => self.pcf_push(partner, out),
+        }
+        self.iteration += 1;
+        out.emit(Event::RoundDone {
+            round: self.iteration - 1,
+        });
+        if self.iteration >= self.config.max_iterations {
+            self.complete(out);
+        } else {
+            let at = self.next_tick(now);
+            self.timers.arm(TICK, at, out);
+        }
+    }
+
+    fn complete(&mut self, out: &mut Outbox) {
+        if self.phase == Phase::Running {
+            let mut result = Vec::new();
+            self.estimate(&mut result);
+            self.result = result;
+            self.phase = Phase::Done;
+            self.timers.disarm(TICK, out);
+            out.emit(Event::Completed);
+        }
+    }
+
+    /// Frames a push header for this configuration.
+    pub(super) fn header(&self) -> FrameHeader {
+        FrameHeader::new(
+            self.config.algo_id(),
+            GossipKind::Push as u8,
+            self.config.op_id,
+            self.config.rank,
+            self.iteration,
+        )
+    }
+
+    /// Queues `payload` for `to`, with `header`.
+    pub(super) fn send(&mut self, to: Rank, header: FrameHeader, payload: &[T], out: &mut Outbox) {
+        self.counters.messages_sent += 1;
+        out.send(to, header, T::payload(payload));
+    }
+
+    fn on_message(&mut self, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+        let values = match self.accept(from, &frame) {
+            Ok(values) => values,
+            Err(error) => {
+                self.counters.frames_rejected += 1;
+                out.emit(Event::Rejected { from, error });
+                return;
+            }
+        };
+        self.counters.messages_received += 1;
+        let finished = frame.header.kind == GossipKind::Finished as u8;
+        if self.phase == Phase::Done && !finished {
+            self.answer_finished(from, values, out);
+            return;
+        }
+        if finished {
+            if let Err(i) = self.finished.binary_search(&from.0) {
+                self.finished.insert(i, from.0);
+            }
+        }
+        match self.config.rule {
+            Rule::PushSum => self.ps_receive(values),
+            Rule::PushFlow | Rule::LocalCorrection | Rule::CooperativeCorrection => {
+                self.pf_receive(from, values, out)
+            }
+            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => {
+                self.pcf_receive(from, &frame.header, values)
+            }
+        }
+    }
+
+    /// A completed rank's answer to a push: the mass back (Push-Sum) or its own current flow,
+    /// unchanged (see [`GossipKind::Finished`]).
+    fn answer_finished(&mut self, from: Rank, values: &[T], out: &mut Outbox) {
+        let width = self.layout.width();
+        let mut reply = self.header();
+        reply.kind = GossipKind::Finished as u8;
+        let payload: Vec<T> = match self.config.rule {
+            Rule::PushSum => values.to_vec(),
+            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => {
+                let (slot, tag) = self.flows.entry(from);
+                reply = reply
+                    .with_flags(u16::from(tag.active))
+                    .with_aux(u64::from(tag.round));
+                slot[..2 * width].to_vec()
+            }
+            _ => self.flows.entry(from).0.to_vec(),
+        };
+        self.send(from, reply, &payload, out);
+    }
+
+    /// Checks a frame: this algorithm and operation, a push, from a peer this rank may talk to,
+    /// with a payload of the local shape.
+    fn accept<'f>(&self, from: Rank, frame: &Frame<'f>) -> Result<&'f [T], FrameError> {
+        frame.check(self.config.algo_id(), self.config.op_id)?;
+        let unexpected = |what| FrameError::Unexpected { from: from.0, what };
+        if frame.header.kind != GossipKind::Push as u8
+            && frame.header.kind != GossipKind::Finished as u8
+        {
+            return Err(FrameError::UnknownKind {
+                algo: self.config.algo_id(),
+                kind: frame.header.kind,
+            });
+        }
+        if frame.header.source != from.0 {
+            return Err(unexpected("header source differs from the sending rank"));
+        }
+        if self.phase == Phase::Idle || self.phase == Phase::Aborted {
+            return Err(unexpected("not running"));
+        }
+        let neighbour = if self.config.schedule.is_permutation() {
+            from.0 < self.config.size() && from != self.config.rank
+        } else {
+            self.config.topology.are_neighbours(self.config.rank, from)
+        };
+        if !neighbour {
+            return Err(unexpected("sender is not a neighbour"));
+        }
+        if self.is_excluded(from) {
+            // Applying it would bring back mass exchanged with a failed rank or over a failed
+            // link, which the flows dropped.
+            return Err(unexpected("sender is excluded (failed rank or link)"));
+        }
+        let values = T::from_payload(frame.values()?)
+            .ok_or(unexpected("payload precision differs from the local one"))?;
+        let expected = match self.config.rule {
+            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => 2 * self.layout.width(),
+            _ => self.layout.width(),
+        };
+        if values.len() != expected {
+            return Err(unexpected("payload length differs from the local mass"));
+        }
+        Ok(values)
+    }
+
+    fn on_peer_lost(&mut self, peer: Rank, crashed: bool) {
+        if peer == self.config.rank || peer.0 >= self.config.size() || !self.exclude(peer) {
+            return;
+        }
+        if crashed {
+            self.crashed += 1;
+            self.counters.failures_noticed += 1;
+        }
+        match self.config.rule {
+            Rule::PushSum => {}
+            Rule::PushFlow | Rule::LocalCorrection | Rule::CooperativeCorrection => {
+                self.flows.remove(peer);
+            }
+            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => self.pcf_drop(peer, crashed),
+        }
+    }
+
+    fn on_fault(&mut self, fault: LocalFault, out: &mut Outbox) {
+        let LocalFault::FlipBit { var, bit } = fault;
+        let weight = self.layout.weight();
+        let target: Option<&mut T> = if self.phase == Phase::Idle || bit >= T::BITS {
+            None
+        } else {
+            match var {
+                StateVar::Value { elem } => {
+                    ((elem as usize) < self.layout.len).then(|| &mut self.own[elem as usize])
+                }
+                StateVar::Weight => self.own.get_mut(weight),
+                StateVar::Flow { peer, elem } => self
+                    .flows
+                    .get_mut(peer)
+                    .and_then(|(flow, _)| flow.get_mut(elem as usize)),
+            }
+        };
+        match target {
+            Some(x) => {
+                *x = x.flip(bit);
+                self.counters.faults_applied += 1;
+                out.emit(Event::FaultApplied(fault));
+            }
+            None => out.emit(Event::FaultIgnored(fault)),
+        }
+    }
+}
+
+impl<T: Real> Protocol for Gossip<T> {
+    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+        match input {
+            Input::Start { data } => {
+                let values: Vec<f64> = match data {
+                    crate::values::ValuesRef::F64(v) => v.to_vec(),
+                    crate::values::ValuesRef::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+                    _ => Vec::new(),
+                };
+                self.start(now, &values, out);
+            }
+            Input::Message { from, frame } => self.on_message(from, frame, out),
+            Input::Timer { timer } if timer == TICK => self.on_tick(now, out),
+            Input::Timer { .. } => {}
+            Input::PeerFailed { peer } => self.on_peer_lost(peer, true),
+            Input::LinkFailed { peer } => self.on_peer_lost(peer, false),
+            Input::Fault(fault) => self.on_fault(fault, out),
+            Input::Stop => match self.phase {
+                Phase::Running => self.complete(out),
+                Phase::Idle => {
+                    self.phase = Phase::Aborted;
+                    out.emit(Event::Aborted(AbortReason::Stopped));
+                }
+                Phase::Done | Phase::Aborted => {}
+            },
+        }
+    }
+
+    fn estimate(&self, dst: &mut Vec<f64>) {
+        if self.phase == Phase::Done {
+            dst.clear();
+            dst.extend_from_slice(&self.result);
+            return;
+        }
+        let mut e = Vec::new();
+        self.current_mass(&mut e);
+        self.layout.ratio(&e, self.scale(), dst);
+    }
+
+    fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    fn status(&self) -> RankStatus {
+        RankStatus {
+            phase: self.phase,
+            iteration: self.iteration,
+            counters: self.counters,
+            detail: Detail::Gossip {
+                flows: self.flows.len() as u32,
+                excluded: self.excluded.len() as u32,
+                detections: self.detections,
+            },
+        }
+    }
+}
