@@ -413,6 +413,13 @@ pub trait Protocol {
     fn serve_until(&self) -> Option<Time> {
         None
     }
+
+    /// Checks what must hold at this instance after every step of a fault-free run (mass,
+    /// flow and checksum accounting for gossip). The simulator calls it after every input in
+    /// debug builds when no fault is scheduled. `Ok` by default.
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 impl<P: Protocol + ?Sized> Protocol for Box<P> {
@@ -442,6 +449,10 @@ impl<P: Protocol + ?Sized> Protocol for Box<P> {
 
     fn serve_until(&self) -> Option<Time> {
         (**self).serve_until()
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        (**self).check_invariants()
     }
 }
 

@@ -59,6 +59,8 @@ pub struct Gossip<T: Real> {
     pub(super) flows: FlowTable<T, PcfTag>,
     /// PCF's sum of flows phi_i.
     pub(super) phi: Vec<T>,
+    /// PCF: mass cancelled with neighbours behind failed links, which stays in phi.
+    pub(super) retired: Vec<T>,
     /// Scratch for estimates and outgoing flows.
     pub(super) scratch: Vec<T>,
     /// Checksum detections (checked rules).
@@ -90,6 +92,7 @@ impl<T: Real> Gossip<T> {
             own: Vec::new(),
             flows: FlowTable::new(0),
             phi: Vec::new(),
+            retired: Vec::new(),
             scratch: Vec::new(),
             detections: 0,
             result: Vec::new(),
@@ -186,7 +189,7 @@ impl<T: Real> Gossip<T> {
     /// flow and the estimate pass their checksums (checked rules), PCF's phi equals what its
     /// form says it sums (all flows and cancelled mass as printed, cancelled mass when
     /// tolerant) up to round-off, and all state is finite. Checkers call it after every step.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn local_invariants(&self) -> Result<(), String> {
         let mut e = Vec::new();
         self.current_mass(&mut e);
         if e.iter().any(|x| !x.to_f64().is_finite()) {
@@ -211,8 +214,8 @@ impl<T: Real> Gossip<T> {
             Rule::PushCancelFlow | Rule::PushCancelFlowTolerant
         ) {
             let width = self.layout.width();
-            let mut sum = vec![0.0f64; width];
-            let mut scale = vec![1.0f64; width];
+            let mut sum: Vec<f64> = self.retired.iter().map(|x| x.to_f64()).collect();
+            let mut scale: Vec<f64> = sum.iter().map(|x| x.abs().max(1.0)).collect();
             // As printed phi sums all flows and cancelled mass; the tolerant phi only the
             // cancelled mass (the last third of a slot).
             let first = if self.config.rule == Rule::PushCancelFlow {
@@ -254,6 +257,7 @@ impl<T: Real> Gossip<T> {
         };
         self.flows = FlowTable::new(slot);
         self.phi = vec![T::ZERO; width];
+        self.retired = vec![T::ZERO; width];
         self.phase = Phase::Running;
         let first = match self.config.schedule {
             Schedule::Async { period } => now.0 + 1 + self.rng.below(period.0.max(1)),
@@ -545,6 +549,10 @@ impl<T: Real> Protocol for Gossip<T> {
 
     fn phase(&self) -> Phase {
         self.phase
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.local_invariants()
     }
 
     fn status(&self) -> RankStatus {

@@ -159,6 +159,8 @@ impl<T: Real> Gossip<T> {
             let mut drop = vec![T::ZERO; width];
             if crashed {
                 add_into(&mut drop, &slot[2 * width..]);
+            } else {
+                add_into(&mut self.retired, &slot[2 * width..]);
             }
             if !tolerant {
                 add_into(&mut drop, &slot[..width]);

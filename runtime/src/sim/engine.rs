@@ -147,6 +147,9 @@ pub struct Simulation<P: Protocol> {
     max_round_seen: u32,
     /// Next virtual time at which the error history is sampled.
     next_sample: u64,
+    /// Debug builds check each protocol's invariants after every step of a run without bit
+    /// flips (which break them by design).
+    check_invariants: bool,
 }
 
 impl<P: Protocol> Simulation<P> {
@@ -169,6 +172,14 @@ impl<P: Protocol> Simulation<P> {
             ));
         }
         let plan = CompiledPlan::compile(&config.faults, n, config.ranks_per_node, config.seed)?;
+        let check_invariants = cfg!(debug_assertions)
+            && !config.faults.iter().any(|f| {
+                matches!(
+                    f,
+                    crate::faults::FaultSpec::FlipMessage { .. }
+                        | crate::faults::FaultSpec::FlipState { .. }
+                )
+            });
         let all_live = config
             .oracle_stop
             .filter(|stop| stop.watch == OracleWatch::AllLive)
@@ -218,6 +229,7 @@ impl<P: Protocol> Simulation<P> {
             all_live,
             max_round_seen: 0,
             next_sample: 0,
+            check_invariants,
         })
     }
 
@@ -516,6 +528,14 @@ impl<P: Protocol> Simulation<P> {
         outbox.clear();
         self.outbox = outbox;
         self.update_all_live(rank);
+        if self.check_invariants {
+            if let Err(why) = self.ranks[rank as usize].check_invariants() {
+                panic!(
+                    "invariant broken after a step at {now:?} (seed {}): {why}",
+                    self.config.seed
+                );
+            }
+        }
     }
 
     /// Re-evaluates `rank` for the all-live oracle, and stops the run once every live rank is
