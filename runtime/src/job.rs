@@ -9,7 +9,7 @@ use ftcoll_algos::corrected::{
 };
 use ftcoll_algos::era::{AgreedValue, EraConfig, EraRun, EraRunConfig, EraTopology};
 use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
-use ftcoll_algos::gossip::{Gossip, GossipConfig, Real, Rule, Schedule};
+use ftcoll_algos::gossip::{Gossip, GossipConfig, Real, Rule, Schedule, StopRule};
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
 use ftcoll_algos::topology::{Topology, TopologyError};
@@ -348,6 +348,9 @@ pub struct GossipOptions {
     pub period: Option<u64>,
     /// PCF as 003 Fig. 5 prints it (not bit-flip tolerant) instead of the tolerant form.
     pub pcf_as_printed: bool,
+    /// Ranks stop by the local stopping rule ([`ftcoll_algos::gossip::stop`]) instead of the
+    /// simulator's oracle. Real runs always use the rule.
+    pub stop_rule: bool,
 }
 
 /// The gossip algorithms' accuracy target when --eps is not given: in double precision 1e-12
@@ -572,6 +575,11 @@ impl JobSpec {
         Ok(topology)
     }
 
+    /// The accuracy target: --eps, or [`default_gossip_eps`].
+    pub fn gossip_eps(&self) -> f64 {
+        self.eps.unwrap_or(default_gossip_eps(self.gossip_single()))
+    }
+
     /// The push budget: --steps, or [`DEFAULT_GOSSIP_STEPS`].
     pub fn gossip_steps(&self) -> u32 {
         self.steps.unwrap_or(DEFAULT_GOSSIP_STEPS)
@@ -611,6 +619,14 @@ impl JobSpec {
         config.seed = seed;
         config.tau = self.gossip.tau;
         config.max_iterations = self.gossip_steps();
+        if self.gossip.stop_rule {
+            config.stop = Some(StopRule::for_target(
+                self.gossip_eps(),
+                &config.topology,
+                config.schedule,
+                config.rule,
+            ));
+        }
         Ok(config)
     }
 
@@ -689,9 +705,12 @@ impl JobSpec {
         if self.algo.ftco_collective().is_some() {
             config.detector = DetectorModel::Silent;
         }
-        if self.algo.gossip_rule().is_some() && config.oracle_stop.is_none() {
+        if self.algo.gossip_rule().is_some()
+            && config.oracle_stop.is_none()
+            && !self.gossip.stop_rule
+        {
             config.oracle_stop = Some(OracleStop {
-                eps: self.eps.unwrap_or(default_gossip_eps(self.gossip_single())),
+                eps: self.gossip_eps(),
                 watch: OracleWatch::AllLive,
                 max_round: Some(self.gossip_steps()),
             });

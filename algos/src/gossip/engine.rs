@@ -15,6 +15,7 @@ use super::flows::FlowTable;
 use super::mass::Layout;
 use super::permutation::{cycle_partners, permutation_partners};
 use super::real::Real;
+use super::stop::StopState;
 use super::{GossipConfig, GossipKind, Rule, Schedule};
 
 /// The push timer.
@@ -49,8 +50,6 @@ pub struct Gossip<T: Real> {
     excluded: Vec<u32>,
     /// Crashed ranks this rank was told of.
     crashed: u32,
-    /// Neighbours that answered a push with [`GossipKind::Finished`], sorted: never chosen again.
-    finished: Vec<u32>,
     timers: TimerTable,
     /// Push-Sum: the current value-weight pair. Flow rules: the initial mass v_i.
     pub(super) own: Vec<T>,
@@ -65,6 +64,8 @@ pub struct Gossip<T: Real> {
     pub(super) scratch: Vec<T>,
     /// Checksum detections (checked rules).
     pub(super) detections: u32,
+    /// The stopping rule's state.
+    stop: StopState,
     /// The estimate at completion: the result, which what arrives later (the flows a neighbour
     /// still pushes) no longer changes.
     result: Vec<f64>,
@@ -87,7 +88,6 @@ impl<T: Real> Gossip<T> {
             counters: Counters::default(),
             excluded: Vec::new(),
             crashed: 0,
-            finished: Vec::new(),
             timers: TimerTable::default(),
             own: Vec::new(),
             flows: FlowTable::new(0),
@@ -96,6 +96,7 @@ impl<T: Real> Gossip<T> {
             scratch: Vec::new(),
             detections: 0,
             result: Vec::new(),
+            stop: StopState::default(),
         }
     }
 
@@ -146,7 +147,7 @@ impl<T: Real> Gossip<T> {
     }
 
     fn choosable(&self, peer: Rank) -> bool {
-        !self.is_excluded(peer) && self.finished.binary_search(&peer.0).is_err()
+        !self.is_excluded(peer)
     }
 
     fn exclude(&mut self, peer: Rank) -> bool {
@@ -321,18 +322,26 @@ impl<T: Real> Gossip<T> {
             return;
         }
         let partner = self.partner(now);
-        match self.config.rule {
-            Rule::PushSum => self.ps_push(partner, out),
-            Rule::PushFlow | Rule::LocalCorrection | Rule::CooperativeCorrection => {
-                self.pf_push(partner, out)
-            }
-            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => self.pcf_push(partner, out),
+        if partner.is_none() && !self.config.schedule.is_permutation() {
+            // Every neighbour finished, failed or sits behind a failed link: nothing can change
+            // this rank's estimate any more.
+            self.complete(out);
+            return;
         }
+        self.push_to(partner, out);
         self.iteration += 1;
         out.emit(Event::RoundDone {
             round: self.iteration - 1,
         });
-        if self.iteration >= self.config.max_iterations {
+        let quiet = match self.config.stop {
+            Some(rule) => {
+                let mut estimate = Vec::new();
+                self.estimate(&mut estimate);
+                self.stop.after_push(&rule, self.iteration, &estimate)
+            }
+            None => false,
+        };
+        if quiet || self.iteration >= self.config.max_iterations {
             self.complete(out);
         } else {
             let at = self.next_tick(now);
@@ -353,12 +362,19 @@ impl<T: Real> Gossip<T> {
 
     /// Frames a push header for this configuration.
     pub(super) fn header(&self) -> FrameHeader {
+        // A finished rank's pushes are answers, which are not answered in turn.
+        let kind = if self.phase == Phase::Done {
+            GossipKind::Finished
+        } else {
+            GossipKind::Push
+        };
         FrameHeader::new(
             self.config.algo_id(),
-            GossipKind::Push as u8,
+            kind as u8,
             self.config.op_id,
             self.config.rank,
-            self.iteration,
+            // The stopping rule's stamp (see `stop`); unused without the rule.
+            self.stop.unsettled,
         )
     }
 
@@ -378,15 +394,8 @@ impl<T: Real> Gossip<T> {
             }
         };
         self.counters.messages_received += 1;
-        let finished = frame.header.kind == GossipKind::Finished as u8;
-        if self.phase == Phase::Done && !finished {
-            self.answer_finished(from, values, out);
-            return;
-        }
-        if finished {
-            if let Err(i) = self.finished.binary_search(&from.0) {
-                self.finished.insert(i, from.0);
-            }
+        if self.config.stop.is_some() {
+            self.stop.heard(frame.header.step);
         }
         match self.config.rule {
             Rule::PushSum => self.ps_receive(values),
@@ -397,26 +406,22 @@ impl<T: Real> Gossip<T> {
                 self.pcf_receive(from, &frame.header, values)
             }
         }
+        if self.phase == Phase::Done && frame.header.kind == GossipKind::Push as u8 {
+            // A finished rank keeps mixing for ranks still running, but only when asked: it
+            // answers a push with a push (see [`GossipKind::Finished`]).
+            self.push_to(Some(from), out);
+        }
     }
 
-    /// A completed rank's answer to a push: the mass back (Push-Sum) or its own current flow,
-    /// unchanged (see [`GossipKind::Finished`]).
-    fn answer_finished(&mut self, from: Rank, values: &[T], out: &mut Outbox) {
-        let width = self.layout.width();
-        let mut reply = self.header();
-        reply.kind = GossipKind::Finished as u8;
-        let payload: Vec<T> = match self.config.rule {
-            Rule::PushSum => values.to_vec(),
-            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => {
-                let (slot, tag) = self.flows.entry(from);
-                reply = reply
-                    .with_flags(u16::from(tag.active))
-                    .with_aux(u64::from(tag.round));
-                slot[..2 * width].to_vec()
+    /// One push of the rule towards `partner`.
+    fn push_to(&mut self, partner: Option<Rank>, out: &mut Outbox) {
+        match self.config.rule {
+            Rule::PushSum => self.ps_push(partner, out),
+            Rule::PushFlow | Rule::LocalCorrection | Rule::CooperativeCorrection => {
+                self.pf_push(partner, out)
             }
-            _ => self.flows.entry(from).0.to_vec(),
-        };
-        self.send(from, reply, &payload, out);
+            Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => self.pcf_push(partner, out),
+        }
     }
 
     /// Checks a frame: this algorithm and operation, a push, from a peer this rank may talk to,

@@ -26,6 +26,7 @@ pub mod flows;
 pub mod mass;
 pub mod permutation;
 pub mod real;
+pub mod stop;
 
 mod engine;
 mod pcf;
@@ -36,6 +37,7 @@ mod tests;
 
 pub use engine::Gossip;
 pub use real::Real;
+pub use stop::StopRule;
 
 use crate::rank::Rank;
 use crate::time::Duration;
@@ -128,10 +130,10 @@ impl Schedule {
 pub enum GossipKind {
     /// Push-Sum mass, or a flow (PF family, PCF).
     Push = 1,
-    /// The answer of a rank that has completed to a push: it did not take the push, and
-    /// returns the pushed mass (Push-Sum) or its own current flow, which undoes the push at the
-    /// sender. The sender stops choosing it. A finished rank so never becomes a sink that
-    /// drains its neighbours' mass.
+    /// A push by a rank that has completed, sent only in answer to a push: it keeps mixing with
+    /// ranks still running (a finished rank that only absorbed pushes would drain their mass,
+    /// one that ignored them would strand it) but never starts an exchange, so once every rank
+    /// has finished the traffic stops. An answer is never answered.
     Finished = 2,
 }
 
@@ -160,6 +162,9 @@ pub struct GossipConfig {
     pub tau: Option<f64>,
     /// Bound on pushes: the rank completes after this many, whatever its accuracy.
     pub max_iterations: u32,
+    /// The local stopping rule ([`stop`]); `None`: run until the driver stops the rank (the
+    /// simulator's oracle) or `max_iterations`.
+    pub stop: Option<StopRule>,
 }
 
 impl GossipConfig {
@@ -176,6 +181,7 @@ impl GossipConfig {
             seed: 1,
             tau: None,
             max_iterations: 10_000,
+            stop: None,
         }
     }
 
