@@ -186,6 +186,28 @@ pub struct RunArgs {
     /// Known bug: a root dying during the operation can then leave peer roots probing.
     #[arg(long)]
     pub ftco_notices: bool,
+    /// Gossip (ps .. pcf): push on a shared round clock instead of each rank's own
+    /// (round-synchronous mode; hps and hpflc always are).
+    #[arg(long)]
+    pub gossip_sync: bool,
+    /// Gossip: time between pushes, steps in the simulator (default: one exchange, L + 2o), a
+    /// time with its unit on real ranks (default 1ms).
+    #[arg(long, value_name = "T")]
+    pub gossip_period: Option<String>,
+    /// Gossip: keep state in f32 or f64 (default f32 for hps and hpflc as in 000 Sec. 6, f64
+    /// otherwise).
+    #[arg(long, value_name = "P")]
+    pub precision: Option<String>,
+    /// Checksum threshold tau of pflc, pfcc and hpflc (default 1e-11 in f64, 1e-4 in f32).
+    #[arg(long)]
+    pub tau: Option<f64>,
+    /// pcf as 003 Fig. 5 prints it (phi kept incrementally, not bit-flip tolerant).
+    #[arg(long)]
+    pub pcf_as_printed: bool,
+    /// Gossip in the simulator: stop by the oracle (every rank within --eps, as the papers) or
+    /// by the local stopping rule real runs use.
+    #[arg(long, default_value = "oracle", value_name = "oracle|rule")]
+    pub stop: String,
     /// Scripted fault (repeatable); syntax below.
     #[arg(long = "fault", value_name = "SPEC")]
     pub faults: Vec<String>,

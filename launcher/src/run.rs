@@ -8,7 +8,7 @@ use ftcoll_algos::ftco::FtcoOptions;
 use ftcoll_algos::topology::Topology;
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::faults::FaultSpec;
-use ftcoll_runtime::job::{simulate, Algorithm, JobSpec};
+use ftcoll_runtime::job::{simulate, Algorithm, GossipOptions, JobSpec};
 use ftcoll_runtime::sim::{CostModel, DetectorModel, InputKind, SimConfig, SimReport};
 
 use crate::cli::RunArgs;
@@ -44,6 +44,83 @@ pub fn parse_correction(text: &str) -> anyhow::Result<Correction> {
     Ok(Correction::Opportunistic { distance })
 }
 
+/// The gossip flags, checked.
+pub fn gossip_options(args: &RunArgs) -> anyhow::Result<GossipOptions> {
+    let single = match args.precision.as_deref() {
+        None => None,
+        Some("f32") => Some(true),
+        Some("f64") => Some(false),
+        Some(other) => bail!("unknown --precision '{other}'; use f32 or f64"),
+    };
+    let stop_rule = match args.stop.as_str() {
+        "oracle" => false,
+        "rule" => true,
+        other => bail!("unknown --stop '{other}'; use oracle or rule"),
+    };
+    let period = match (&args.gossip_period, args.sim) {
+        (None, _) => None,
+        (Some(text), true) => Some(text.parse::<u64>().ok().filter(|&p| p >= 1).with_context(
+            || format!("--gossip-period '{text}': the simulator counts steps, e.g. 12"),
+        )?),
+        (Some(text), false) => {
+            gossip_period(text)?;
+            None
+        }
+    };
+    Ok(GossipOptions {
+        synchronous: args.gossip_sync,
+        single,
+        tau: args.tau,
+        period,
+        pcf_as_printed: args.pcf_as_printed,
+        stop_rule,
+    })
+}
+
+/// Push period of gossip on real ranks.
+pub fn gossip_period(text: &str) -> anyhow::Result<std::time::Duration> {
+    let time = ftcoll_runtime::faults::parse_time("gossip-period", text).with_context(|| {
+        format!("--gossip-period '{text}': give a time with its unit, e.g. 1ms")
+    })?;
+    match time {
+        ftcoll_runtime::faults::FaultTime::Nanos(ns) if ns > 0 => {
+            Ok(std::time::Duration::from_nanos(ns))
+        }
+        _ => bail!("--gossip-period '{text}': real runs need a time with its unit, e.g. 1ms"),
+    }
+}
+
+/// The gossip flags a rank process needs.
+fn gossip_rank_args(args: &RunArgs) -> Vec<String> {
+    let mut out = vec![
+        "--gossip-period".to_string(),
+        args.gossip_period
+            .clone()
+            .unwrap_or_else(|| LIVE_GOSSIP_PERIOD.into()),
+    ];
+    let mut add = |flag: &str, value: Option<String>| {
+        if let Some(value) = value {
+            out.push(flag.into());
+            out.push(value);
+        }
+    };
+    add("--eps", args.eps.map(|e| e.to_string()));
+    add("--steps", args.steps.map(|s| s.to_string()));
+    add("--topology", args.topology.clone());
+    add("--precision", args.precision.clone());
+    add("--tau", args.tau.map(|t| t.to_string()));
+    if args.gossip_sync {
+        out.push("--gossip-sync".into());
+    }
+    if args.pcf_as_printed {
+        out.push("--pcf-as-printed".into());
+    }
+    out
+}
+
+/// Push period of gossip on real ranks when --gossip-period is not given.
+pub const LIVE_GOSSIP_PERIOD: &str = "1ms";
+
 /// The job and simulator configuration the flags describe.
 pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     let algo = Algorithm::parse(&args.algo)?;
@@ -73,6 +150,7 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         .map_err(|e| anyhow::anyhow!(e))?;
     }
     spec.ftco = ftco_options(args, args.sim)?;
+    spec.gossip = gossip_options(args)?;
     if args.n == 0 {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }
@@ -324,9 +402,12 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let algo = Algorithm::parse(&args.algo)?;
-    let is_ftco = algo.ftco_collective().is_some();
-    if algo != Algorithm::Rdb && algo != Algorithm::EraAgree && !algo.is_corrected() && !is_ftco {
-        bail!("real runs support --algo rdb, corrected-reduce, corrected-bcast, corrected-allreduce, ftco-bcast, ftco-reduce, ftco-allreduce and era-agree in this build (the others run with --sim)");
+    let is_gossip = algo.gossip_rule().is_some();
+    if algo == Algorithm::Ardb {
+        bail!("ardb runs in the simulator only (--sim)");
+    }
+    if is_gossip && args.stop != "oracle" && args.stop != "rule" {
+        bail!("unknown --stop '{}'; use oracle or rule", args.stop);
     }
     // A bad FTCO flag fails here, before any rank starts.
     ftco_options(args, false)?;
@@ -380,6 +461,7 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         ]
         .into_iter()
         .chain(args.ftco_notices.then(|| "--ftco-notices".to_string()))
+        .chain(gossip_rank_args(args))
         .collect(),
         builtin: true,
         transport,
@@ -409,8 +491,15 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
             | Algorithm::EraAgree
             | Algorithm::FtcoReduce
             | Algorithm::FtcoAllreduce => crate::live::Expected::SurvivorsAggregate,
+            _ if is_gossip => crate::live::Expected::Survivors,
             _ => crate::live::Expected::Aggregate,
         },
+        eps: is_gossip.then(|| {
+            let mut spec = JobSpec::new(algo, args.n);
+            spec.eps = args.eps;
+            spec.gossip.single = gossip_options(args).ok().and_then(|o| o.single);
+            spec.gossip_eps()
+        }),
     };
     let report = outcome.builtin_report(&job);
     outcome.print_builtin(&report);

@@ -634,7 +634,7 @@ impl<T: Transport> Endpoint<T> {
 
     /// Keeps serving `protocol`, whose operation `op_id` returned, while it owes peers answers.
     pub fn linger(&mut self, op_id: u64, protocol: Box<dyn Protocol + Send>) {
-        if protocol.settled() {
+        if protocol.settled() && protocol.serve_until().is_none() {
             return;
         }
         if self.lingering.len() >= MAX_LINGERING {

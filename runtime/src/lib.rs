@@ -12,6 +12,7 @@ pub mod env;
 pub mod exec;
 pub mod faults;
 pub mod ftco_call;
+pub mod gossip_call;
 pub mod job;
 pub mod progress;
 pub mod rank_faults;

@@ -66,6 +66,9 @@ pub struct Gossip<T: Real> {
     pub(super) detections: u32,
     /// The stopping rule's state.
     stop: StopState,
+    /// When the rank completed, or last answered a push since: it stays reachable for
+    /// `linger` after that.
+    done_at: Option<Time>,
     /// The estimate at completion: the result, which what arrives later (the flows a neighbour
     /// still pushes) no longer changes.
     result: Vec<f64>,
@@ -97,6 +100,7 @@ impl<T: Real> Gossip<T> {
             detections: 0,
             result: Vec::new(),
             stop: StopState::default(),
+            done_at: None,
         }
     }
 
@@ -325,7 +329,7 @@ impl<T: Real> Gossip<T> {
         if partner.is_none() && !self.config.schedule.is_permutation() {
             // Every neighbour finished, failed or sits behind a failed link: nothing can change
             // this rank's estimate any more.
-            self.complete(out);
+            self.complete(now, out);
             return;
         }
         self.push_to(partner, out);
@@ -342,15 +346,16 @@ impl<T: Real> Gossip<T> {
             None => false,
         };
         if quiet || self.iteration >= self.config.max_iterations {
-            self.complete(out);
+            self.complete(now, out);
         } else {
             let at = self.next_tick(now);
             self.timers.arm(TICK, at, out);
         }
     }
 
-    fn complete(&mut self, out: &mut Outbox) {
+    fn complete(&mut self, now: Time, out: &mut Outbox) {
         if self.phase == Phase::Running {
+            self.done_at = Some(now);
             let mut result = Vec::new();
             self.estimate(&mut result);
             self.result = result;
@@ -384,7 +389,7 @@ impl<T: Real> Gossip<T> {
         out.send(to, header, T::payload(payload));
     }
 
-    fn on_message(&mut self, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+    fn on_message(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
         let values = match self.accept(from, &frame) {
             Ok(values) => values,
             Err(error) => {
@@ -407,6 +412,9 @@ impl<T: Real> Gossip<T> {
             }
         }
         if self.phase == Phase::Done && frame.header.kind == GossipKind::Push as u8 {
+            // Someone still runs: stay while pushes keep coming, or it would push into the void
+            // (losing half its mass each time) once this rank left.
+            self.done_at = Some(now);
             // A finished rank keeps mixing for ranks still running, but only when asked: it
             // answers a push with a push (see [`GossipKind::Finished`]).
             self.push_to(Some(from), out);
@@ -524,14 +532,14 @@ impl<T: Real> Protocol for Gossip<T> {
                 };
                 self.start(now, &values, out);
             }
-            Input::Message { from, frame } => self.on_message(from, frame, out),
+            Input::Message { from, frame } => self.on_message(now, from, frame, out),
             Input::Timer { timer } if timer == TICK => self.on_tick(now, out),
             Input::Timer { .. } => {}
             Input::PeerFailed { peer } => self.on_peer_lost(peer, true),
             Input::LinkFailed { peer } => self.on_peer_lost(peer, false),
             Input::Fault(fault) => self.on_fault(fault, out),
             Input::Stop => match self.phase {
-                Phase::Running => self.complete(out),
+                Phase::Running => self.complete(now, out),
                 Phase::Idle => {
                     self.phase = Phase::Aborted;
                     out.emit(Event::Aborted(AbortReason::Stopped));
@@ -558,6 +566,14 @@ impl<T: Real> Protocol for Gossip<T> {
 
     fn check_invariants(&self) -> Result<(), String> {
         self.local_invariants()
+    }
+
+    fn serve_until(&self) -> Option<Time> {
+        let linger = self.config.linger;
+        (linger.0 > 0)
+            .then_some(self.done_at)
+            .flatten()
+            .map(|at| at.after(linger))
     }
 
     fn status(&self) -> RankStatus {

@@ -165,6 +165,10 @@ pub struct GossipConfig {
     /// The local stopping rule ([`stop`]); `None`: run until the driver stops the rank (the
     /// simulator's oracle) or `max_iterations`.
     pub stop: Option<StopRule>,
+    /// How long a finished rank stays reachable after its last answered push, for ranks still
+    /// running ([`crate::Protocol::serve_until`]); zero: not at all (the simulator keeps every
+    /// rank).
+    pub linger: Duration,
 }
 
 impl GossipConfig {
@@ -182,6 +186,7 @@ impl GossipConfig {
             tau: None,
             max_iterations: 10_000,
             stop: None,
+            linger: Duration(0),
         }
     }
 

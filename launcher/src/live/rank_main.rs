@@ -11,6 +11,8 @@ use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::comm::{CommError, Communicator, CorrectedOptions, Outcome};
 use ftcoll_runtime::control::OpReport;
 use ftcoll_runtime::ftco_call::FtcoCall;
+use ftcoll_runtime::gossip_call::GossipCall;
+use ftcoll_runtime::job::{Algorithm, GossipOptions};
 use ftcoll_runtime::sim::{rank_inputs, InputKind};
 
 /// Flags of the hidden `__rank` subcommand the launcher starts.
@@ -76,6 +78,30 @@ pub struct RankArgs {
     /// The ftco-* algorithms also act on failure notices.
     #[arg(long)]
     pub ftco_notices: bool,
+    /// Gossip: time between pushes.
+    #[arg(long, default_value = "1ms")]
+    pub gossip_period: String,
+    /// Gossip: accuracy target of the stopping rule.
+    #[arg(long)]
+    pub eps: Option<f64>,
+    /// Gossip: bound on pushes.
+    #[arg(long)]
+    pub steps: Option<u32>,
+    /// Gossip: topology name.
+    #[arg(long)]
+    pub topology: Option<String>,
+    /// Gossip: f32 or f64.
+    #[arg(long)]
+    pub precision: Option<String>,
+    /// Gossip: checksum threshold.
+    #[arg(long)]
+    pub tau: Option<f64>,
+    /// Gossip: round-synchronous pushes.
+    #[arg(long)]
+    pub gossip_sync: bool,
+    /// pcf as printed.
+    #[arg(long)]
+    pub pcf_as_printed: bool,
 }
 
 /// Runs one rank of the built-in job.
@@ -101,6 +127,8 @@ enum Collective {
     EraAgree,
     /// An FTCO collective (004).
     Ftco(FtcoCall),
+    /// A gossip reduction (000, 003), with the options of [`gossip_call`].
+    Gossip,
 }
 
 impl Collective {
@@ -138,6 +166,9 @@ impl Collective {
                     seed: args.seed,
                 })
             }
+            name if Algorithm::parse(name).is_ok_and(|a| a.gossip_rule().is_some()) => {
+                Collective::Gossip
+            }
             _ => Collective::Rdb,
         }
     }
@@ -148,9 +179,14 @@ impl Collective {
         comm: &mut Communicator,
         data: &mut [f64],
         op: ReduceOp,
+        gossip: Option<&GossipCall>,
     ) -> Result<(Outcome, bool), CommError> {
         let root_only = comm.rank() == 0;
         match self {
+            Collective::Gossip => match gossip {
+                Some(call) => Ok((comm.gossip(data, op, call)?, true)),
+                None => Err(CommError::Config("gossip job without its options".into())),
+            },
             Collective::Rdb => Ok((comm.allreduce(data, op)?, true)),
             Collective::CorrectedAllreduce(o) => Ok((comm.corrected_allreduce(data, op, o)?, true)),
             Collective::CorrectedReduce(o) => {
@@ -217,6 +253,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
         rank_inputs(input, comm.rank(), args.len, args.seed)
     };
     let collective = Collective::from_args(args);
+    let gossip = gossip_call(args)?;
     if let Some(warmup) = args.bench_warmup {
         if args.bench_failure {
             return bench_failure(comm, warmup, args.ops);
@@ -237,7 +274,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
     for index in 0..args.ops {
         let mut data = mine.clone();
         let started = Instant::now();
-        let result = collective.run(&mut comm, &mut data, op);
+        let result = collective.run(&mut comm, &mut data, op, gossip.as_ref());
         let nanos = started.elapsed().as_nanos() as u64;
         let (ok, messages, has_value) = match &result {
             Ok((outcome, has_value)) => (true, outcome.messages, *has_value),
@@ -276,13 +313,13 @@ fn bench(
     let mut data = input.to_vec();
     for _ in 0..warmup {
         data.copy_from_slice(input);
-        collective.run(&mut comm, &mut data, op)?;
+        collective.run(&mut comm, &mut data, op, None)?;
     }
     let mut nanos = Vec::with_capacity(ops as usize);
     for _ in 0..ops {
         data.copy_from_slice(input);
         let started = Instant::now();
-        collective.run(&mut comm, &mut data, op)?;
+        collective.run(&mut comm, &mut data, op, None)?;
         nanos.push(started.elapsed().as_nanos() as u64);
     }
     comm.report_timings(nanos)?;
@@ -352,7 +389,7 @@ impl FaultOpRun<'_> {
         let mut data = self.input.to_vec();
         for _ in 0..self.warmup {
             data.copy_from_slice(self.input);
-            self.collective.run(&mut comm, &mut data, self.op)?;
+            self.collective.run(&mut comm, &mut data, self.op, None)?;
         }
         // Line every rank up before the faulty operation (it counts as one operation, so the
         // victims die at the next): a rank still finishing the warm-up must not meet the
@@ -363,7 +400,7 @@ impl FaultOpRun<'_> {
         }
         data.copy_from_slice(self.input);
         let started = Instant::now();
-        match self.collective.run(&mut comm, &mut data, self.op) {
+        match self.collective.run(&mut comm, &mut data, self.op, None) {
             Ok(_) => {}
             // A rank sees the failure itself, or the revoke of a rank that saw it first.
             Err(CommError::PeerFailed { .. } | CommError::Revoked) if self.recovery => {
@@ -374,7 +411,7 @@ impl FaultOpRun<'_> {
                 let members = comm.shrink()?;
                 tracing::debug!(members = members.len(), "shrunk; retrying");
                 data.copy_from_slice(self.input);
-                self.collective.run(&mut comm, &mut data, self.op)?;
+                self.collective.run(&mut comm, &mut data, self.op, None)?;
             }
             Err(other) => return Err(other),
         }
@@ -383,10 +420,43 @@ impl FaultOpRun<'_> {
         for _ in 0..self.ops {
             data.copy_from_slice(self.input);
             let started = Instant::now();
-            self.collective.run(&mut comm, &mut data, self.op)?;
+            self.collective.run(&mut comm, &mut data, self.op, None)?;
             nanos.push(started.elapsed().as_nanos() as u64);
         }
         comm.report_timings(nanos)?;
         comm.finish()
     }
+}
+
+/// The gossip options of a rank, when the job is a gossip reduction.
+fn gossip_call(args: &RankArgs) -> Result<Option<GossipCall>, CommError> {
+    let Ok(algo) = Algorithm::parse(&args.algo) else {
+        return Ok(None);
+    };
+    if algo.gossip_rule().is_none() {
+        return Ok(None);
+    }
+    let period = crate::run::gossip_period(&args.gossip_period)
+        .map_err(|e| CommError::Config(e.to_string()))?;
+    let single = match args.precision.as_deref() {
+        Some("f32") => Some(true),
+        Some("f64") => Some(false),
+        _ => None,
+    };
+    Ok(Some(GossipCall {
+        algo,
+        topology: args.topology.clone(),
+        eps: args.eps,
+        steps: args.steps,
+        period,
+        options: GossipOptions {
+            synchronous: args.gossip_sync,
+            single,
+            tau: args.tau,
+            period: None,
+            pcf_as_printed: args.pcf_as_printed,
+            stop_rule: true,
+        },
+        seed: args.seed,
+    }))
 }

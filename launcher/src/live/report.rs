@@ -78,6 +78,9 @@ pub struct LiveJson {
     admissible_error: Option<f64>,
     consistent: bool,
     exact: bool,
+    /// Approximate algorithms: the accuracy asked for, and whether every result reached it.
+    eps: Option<f64>,
+    within_eps: Option<bool>,
     median_op_us: Option<f64>,
     wall_s: f64,
     spawn_s: f64,
@@ -97,6 +100,9 @@ pub enum Expected {
     /// The survivors' aggregate plus the inputs of any subset of the failed ranks, the same at
     /// every rank (001's semantics of a fault-tolerant reduce and allreduce).
     SurvivorsAggregate,
+    /// The survivors' aggregate, approximately (gossip: each rank's estimate, within eps),
+    /// where a rank that died after some ranks finished may count at those ranks.
+    Survivors,
 }
 
 /// Most failures for which the admissible aggregates are enumerated.
@@ -120,6 +126,8 @@ pub struct BuiltinJob {
     pub rounds: u32,
     /// What results are checked against.
     pub expected: Expected,
+    /// Approximate algorithms: the accuracy every result must reach.
+    pub eps: Option<f64>,
 }
 
 impl LiveOutcome {
@@ -136,6 +144,9 @@ impl LiveOutcome {
             Expected::Aggregate | Expected::SurvivorsAggregate => {
                 exact_aggregate(job.op, &inputs, job.len, |_| true)
             }
+            Expected::Survivors => exact_aggregate(job.op, &inputs, job.len, |r| {
+                !self.failures.iter().any(|f| f.rank == r as u32)
+            }),
         };
         let admissible = self.admissible_aggregates(job, &inputs);
         let mut worst: Option<f64> = None;
@@ -202,6 +213,13 @@ impl LiveOutcome {
             admissible_error: worst_admissible,
             consistent,
             exact: exact_result,
+            eps: job.eps,
+            // With failures a rank may have finished before a rank died (its result then counts
+            // that rank) or after (it does not): each result must be within eps of one of the
+            // admissible aggregates.
+            within_eps: job.eps.map(|eps| {
+                worst_admissible.or(worst).is_some_and(|w| w <= eps) && ok_survivors == job.ops
+            }),
             median_op_us: micros.get(micros.len() / 2).copied(),
             wall_s: self.wall_s,
             spawn_s: self.spawn_s,
@@ -217,8 +235,10 @@ impl LiveOutcome {
         let mut failed: Vec<u32> = self.failures.iter().map(|f| f.rank).collect();
         failed.sort_unstable();
         failed.dedup();
-        if job.expected != Expected::SurvivorsAggregate
-            || failed.is_empty()
+        if !matches!(
+            job.expected,
+            Expected::SurvivorsAggregate | Expected::Survivors
+        ) || failed.is_empty()
             || failed.len() > MAX_ENUMERATED_FAILURES
         {
             return None;
@@ -272,6 +292,12 @@ impl LiveOutcome {
             Some(0.0) => println!("  result            exact (max rel. error 0)"),
             Some(e) => println!("  max rel. error    {e:.3e}"),
             None => println!("  result            none (no rank completed an operation)"),
+        }
+        if let (Some(eps), Some(within)) = (report.eps, report.within_eps) {
+            println!(
+                "  accuracy          {} eps = {eps:.0e} at every survivor (the survivors' aggregate)",
+                if within { "within" } else { "NOT within" }
+            );
         }
         println!("  messages          {}", report.messages);
         if let Some(us) = report.median_op_us {
