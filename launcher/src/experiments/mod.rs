@@ -21,6 +21,9 @@
 
 mod fig10;
 mod fig7;
+mod gossip_000;
+mod gossip_003;
+mod gossip_hps;
 mod fig8;
 mod fig9;
 mod svg;
@@ -64,6 +67,50 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     (
         "table2",
         "004 Table 2: process imbalance, uniform and normal start spreads 0..16384",
+    ),
+    (
+        "000-fig1",
+        "000 Fig. 1: convergence of PF, PFLC, PFCC with a flip at bit 56 of a flow, N = 32 hypercube",
+    ),
+    (
+        "000-fig2",
+        "000 Fig. 2: max relative error after one flip at each of the 64 bits: PS, PF, PFLC, PFCC, RDB",
+    ),
+    (
+        "000-fig3",
+        "000 Fig. 3: mean messages per rank with one flip at each bit: PF, PFLC, PFCC vs PS without",
+    ),
+    (
+        "000-fig4-5",
+        "000 Figs. 4-5: iterations against tau for PFLC and PFCC at flip rate 1e-4, N = 32 and 64",
+    ),
+    (
+        "000-fig6",
+        "000 Fig. 6: iterations against the number of flips (rate 1e-4, N = 64), PFLC vs PFCC",
+    ),
+    (
+        "000-fig9-10",
+        "000 Figs. 9-10: HPS iterations against N for eps 1e-1 .. 1e-6",
+    ),
+    (
+        "000-fig12",
+        "000 Fig. 12: HPFLC vs ARDB iterations against N (median, min, max)",
+    ),
+    (
+        "000-fig13",
+        "000 Fig. 13: HPFLC iteration overhead of one flip at each of the 32 bits",
+    ),
+    (
+        "003-fig3-6",
+        "003 Figs. 3 and 6: achievable accuracy of PF vs PCF against N, torus and hypercube",
+    ),
+    (
+        "003-fig4-7",
+        "003 Figs. 4 and 7: a permanent link failure after 75 and 175 iterations, PF vs PCF",
+    ),
+    (
+        "dmgs",
+        "003 Fig. 8: dmGS QR factorization error over PF vs PCF against N",
     ),
 ];
 
@@ -115,6 +162,17 @@ pub fn run(args: &ExperimentArgs) -> anyhow::Result<()> {
         "fig9" => fig9::run(&ctx)?,
         "fig10" => fig10::run(&ctx)?,
         "table2" => table2::run(&ctx)?,
+        "000-fig1" => gossip_000::fig1(&ctx)?,
+        "000-fig2" => gossip_000::fig2(&ctx)?,
+        "000-fig3" => gossip_000::fig3(&ctx)?,
+        "000-fig4-5" => gossip_000::fig4_5(&ctx)?,
+        "000-fig6" => gossip_000::fig6(&ctx)?,
+        "000-fig9-10" => gossip_hps::fig9_10(&ctx)?,
+        "000-fig12" => gossip_hps::fig12(&ctx)?,
+        "000-fig13" => gossip_hps::fig13(&ctx)?,
+        "003-fig3-6" => gossip_003::fig3_6(&ctx)?,
+        "003-fig4-7" => gossip_003::fig4_7(&ctx)?,
+        "dmgs" => gossip_003::dmgs(&ctx)?,
         _ => unreachable!("checked against EXPERIMENTS above"),
     }
     let wall = started.elapsed().as_secs_f64();
