@@ -78,6 +78,16 @@ pub enum StateVar {
         /// Element index.
         elem: u32,
     },
+    /// Some flow variable the rank holds, drawn by the driver: flow number `pick` modulo the
+    /// flows held, element `elem` modulo its width; the flipped bit is taken modulo the value's
+    /// width too. Random corruption at a rate (000 Sec. 4.4.5) needs it: the driver does not
+    /// know which flows exist.
+    AnyFlow {
+        /// Which flow, modulo the count.
+        pick: u32,
+        /// Which element, modulo the width.
+        elem: u32,
+    },
 }
 
 /// Silent data corruption of local state.

@@ -441,7 +441,7 @@ impl RecursiveDoubling {
         let LocalFault::FlipBit { var, bit } = fault;
         let applied = match var {
             StateVar::Value { elem } => flip_value_bit(&mut self.value, elem as usize, bit),
-            StateVar::Weight | StateVar::Flow { .. } => false,
+            StateVar::Weight | StateVar::Flow { .. } | StateVar::AnyFlow { .. } => false,
         };
         if applied {
             self.counters.faults_applied += 1;

@@ -13,6 +13,7 @@
 //! | `flip-msg:rank=R,bit=B[,elem=E][,nth=K][,at=T]` | flip bit B of payload element E of the K-th message rank R sends (K from 0; or the first sent at or after T) |
 //! | `flip-msg:rank=R,raw=B[,nth=K][,at=T]` | flip bit B of the whole encoded frame, header included |
 //! | `flip-state:rank=R,bit=B,var=value\|weight\|flow:P[,elem=E][,at=T]` | flip bit B of a state variable of rank R at time T |
+//! | `flip-rate:[rank=R\|all,]rate=P` | after each message a rank sends, with probability P, flip a random bit of one of its flow variables (000 Sec. 4.4.5) |
 //! | `drop:rank=R\|all,rate=P` | lose each message rank R (or any rank) sends with probability P |
 //! | `cut:link=R-S[,at=T]` | from time T, every message between R and S is lost, both ways |
 //! | `slow:rank=R,factor=F[,at=T]` | rank R's per-message CPU cost is F times the normal from T on |
@@ -116,6 +117,15 @@ pub enum FaultSpec {
         bit: u32,
         /// When.
         at: FaultTime,
+    },
+    /// Random silent corruption of flows (000 Sec. 4.4.5): after each message the rank sends,
+    /// with probability `rate`, a random bit of a random element of one of its flow variables
+    /// flips.
+    FlipRate {
+        /// The rank, or `None` for every rank.
+        rank: Option<Rank>,
+        /// Probability per sent message.
+        rate: f64,
     },
     /// Random message loss.
     Drop {
@@ -409,6 +419,23 @@ impl FaultSpec {
                     return Err(bad("rate", rate_text, "a probability lies in [0, 1]"));
                 }
                 Ok(FaultSpec::Drop { rank, rate })
+            }
+            "flip-rate" => {
+                let f = Fields::parse("flip-rate", rest)?;
+                f.only(&["rank", "rate"])?;
+                let example = "flip-rate:rank=all,rate=0.0001";
+                let rank = match f.get("rank") {
+                    None | Some("all") => None,
+                    Some(who) => Some(parse_rank("rank", who)?),
+                };
+                let rate_text = f.need("rate", example)?;
+                let rate: f64 = rate_text
+                    .parse()
+                    .map_err(|_| bad("rate", rate_text, "expected a probability"))?;
+                if !(0.0..=1.0).contains(&rate) {
+                    return Err(bad("rate", rate_text, "a probability lies in [0, 1]"));
+                }
+                Ok(FaultSpec::FlipRate { rank, rate })
             }
             "cut" => {
                 let f = Fields::parse("cut", rest)?;

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use ftcoll_algos::protocol::LocalFault;
+use ftcoll_algos::protocol::{LocalFault, StateVar};
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::Rank;
 
@@ -43,6 +43,10 @@ pub struct RankFaults {
     flips: Vec<PendingFlip>,
     sent: u64,
     drop_rate: f64,
+    /// `flip-rate`: probability per sent message of corrupting one of this rank's flows.
+    flip_rate: f64,
+    /// Messages sent whose flip-rate draw is still to be made.
+    undrawn: u64,
     /// Peers whose link to this rank is cut, from a time on.
     cut: Vec<(u32, Duration)>,
     /// Extra delay per handled input, and from when.
@@ -76,6 +80,8 @@ impl RankFaults {
             flips: Vec::new(),
             sent: 0,
             drop_rate: 0.0,
+            flip_rate: 0.0,
+            undrawn: 0,
             cut: Vec::new(),
             slow: None,
             state_flips: Vec::new(),
@@ -105,6 +111,9 @@ impl RankFaults {
                     faults
                         .state_flips
                         .push((wall_time(at)?, LocalFault::FlipBit { var, bit }));
+                }
+                FaultSpec::FlipRate { rank, rate } if rank.is_none_or(|r| r == me) => {
+                    faults.flip_rate = rate
                 }
                 FaultSpec::Drop { rank, rate } if rank.is_none_or(|r| r == me) => {
                     faults.drop_rate = rate
@@ -171,7 +180,7 @@ impl RankFaults {
 
     /// Whether state flips remain planned.
     pub fn has_state_flips(&self) -> bool {
-        !self.state_flips.is_empty()
+        !self.state_flips.is_empty() || self.flip_rate > 0.0
     }
 
     /// State flips due by `elapsed`, removed from the plan.
@@ -181,7 +190,21 @@ impl RankFaults {
             .drain(..)
             .partition(|(at, _)| *at <= elapsed);
         self.state_flips = later;
-        due.into_iter().map(|(_, f)| f).collect()
+        let mut due: Vec<LocalFault> = due.into_iter().map(|(_, f)| f).collect();
+        // One draw per message sent since the last call (bounded by what was sent).
+        for _ in 0..std::mem::take(&mut self.undrawn) {
+            if self.rng.chance(self.flip_rate) {
+                let var = StateVar::AnyFlow {
+                    pick: self.rng.next_u64() as u32,
+                    elem: self.rng.next_u64() as u32,
+                };
+                due.push(LocalFault::FlipBit {
+                    var,
+                    bit: self.rng.below(64) as u32,
+                });
+            }
+        }
+        due
     }
 
     /// Decides the fate of one outgoing frame: `None` to lose it; otherwise the frame, flipped in
@@ -195,6 +218,9 @@ impl RankFaults {
     ) -> Option<&'a [u8]> {
         let index = self.sent;
         self.sent += 1;
+        if self.flip_rate > 0.0 {
+            self.undrawn += 1;
+        }
         if self
             .cut
             .iter()

@@ -249,3 +249,30 @@ fn gossip_runs_are_deterministic() {
         assert_eq!(a.max_rel_error.to_bits(), b.max_rel_error.to_bits());
     }
 }
+
+/// `flip-rate` corrupts flows at random (000 Sec. 4.4.5): PFCC still converges, with the
+/// flips counted; at the same rate PF's result is ruined in some run.
+#[test]
+fn flows_corrupted_at_a_rate_are_repaired_by_pfcc_but_not_pf() {
+    let mut flips = 0;
+    let mut pf_worst: f64 = 0.0;
+    for seed in 1..=8 {
+        let mut pfcc = spec(Algorithm::Pfcc);
+        pfcc.gossip.tau = Some(1e-10);
+        let report = run(&pfcc, &["flip-rate:rate=0.002"], seed);
+        flips += report.state_flips;
+        assert!(
+            report.max_rel_error <= 1e-13,
+            "seed {seed}: {:e}",
+            report.max_rel_error
+        );
+        let pf = run(&spec(Algorithm::Pf), &["flip-rate:rate=0.002"], seed);
+        pf_worst = pf_worst.max(if pf.max_rel_error.is_nan() {
+            f64::INFINITY
+        } else {
+            pf.max_rel_error
+        });
+    }
+    assert!(flips >= 8, "only {flips} flips in 8 runs");
+    assert!(pf_worst > 1e-8, "PF survived every run: {pf_worst:e}");
+}

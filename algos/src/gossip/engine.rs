@@ -508,7 +508,25 @@ impl<T: Real> Gossip<T> {
                     .flows
                     .get_mut(peer)
                     .and_then(|(flow, _)| flow.get_mut(elem as usize)),
+                StateVar::AnyFlow { .. } => None,
             }
+        };
+        let (target, bit) = match (target, var) {
+            (None, StateVar::AnyFlow { pick, elem }) if self.phase != Phase::Idle => {
+                // PCF's slots also keep the mass cancelled with the neighbour; a flow variable
+                // is one of its two live flows.
+                let span = match self.config.rule {
+                    Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => 2 * self.layout.width(),
+                    _ => self.layout.width(),
+                };
+                let count = self.flows.len();
+                let chosen = (count > 0)
+                    .then(|| self.flows.iter_mut().nth(pick as usize % count))
+                    .flatten();
+                let x = chosen.and_then(|(_, flow, _)| flow.get_mut(elem as usize % span.max(1)));
+                (x, bit % T::BITS)
+            }
+            (target, _) => (target, bit),
         };
         match target {
             Some(x) => {

@@ -287,10 +287,15 @@ fn launcher_faults(
             }
             FaultSpec::Drop {
                 rank: Some(rank), ..
+            }
+            | FaultSpec::FlipRate {
+                rank: Some(rank), ..
             } => {
                 check(rank.0)?;
             }
-            FaultSpec::Drop { rank: None, .. } | FaultSpec::Spread(_) => {}
+            FaultSpec::Drop { rank: None, .. }
+            | FaultSpec::FlipRate { rank: None, .. }
+            | FaultSpec::Spread(_) => {}
         }
     }
     planned.sort_by_key(|(at, _)| *at);

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, TimerId, TimerRequest};
+use ftcoll_algos::protocol::{
+    Event, Input, LocalFault, Outbox, Phase, Protocol, StateVar, TimerId, TimerRequest,
+};
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::wire::Frame;
 use ftcoll_algos::{Rank, ReduceOp, Time, ValuesRef};
@@ -178,6 +180,7 @@ impl<P: Protocol> Simulation<P> {
                     f,
                     crate::faults::FaultSpec::FlipMessage { .. }
                         | crate::faults::FaultSpec::FlipState { .. }
+                        | crate::faults::FaultSpec::FlipRate { .. }
                 )
             });
         let all_live = config
@@ -523,10 +526,12 @@ impl<P: Protocol> Simulation<P> {
             };
             self.queue.push(arrival, EventClass::Deliver, event);
         }
+        let sent = outbox.send_count();
         let slot = &mut self.slots[rank as usize];
         slot.busy_until = slot.busy_until.max(departure);
         outbox.clear();
         self.outbox = outbox;
+        self.corrupt_at_rate(rank, now, sent);
         self.update_all_live(rank);
         if self.check_invariants {
             if let Err(why) = self.ranks[rank as usize].check_invariants() {
@@ -584,6 +589,37 @@ impl<P: Protocol> Simulation<P> {
                 .history
                 .push((self.next_sample, oracle.worst(), oracle.median()));
             self.next_sample += every.max(1);
+        }
+    }
+
+    /// `flip-rate`: after each of the `sent` messages, with the rank's rate, one random bit of
+    /// one of its flows flips (the protocol picks the flow from the drawn numbers).
+    fn corrupt_at_rate(&mut self, rank: u32, now: Time, sent: usize) {
+        let rate = self.plan.flip_rate(rank);
+        if rate <= 0.0 {
+            return;
+        }
+        for _ in 0..sent {
+            if !self.rng.chance(rate) {
+                continue;
+            }
+            let var = StateVar::AnyFlow {
+                pick: self.rng.next_u64() as u32,
+                elem: self.rng.next_u64() as u32,
+            };
+            let fault = LocalFault::FlipBit {
+                var,
+                bit: self.rng.below(64) as u32,
+            };
+            self.ranks[rank as usize].handle(now, Input::Fault(fault), &mut self.outbox);
+            // The protocol reacts to a flip only at its next step; what it reports now is the
+            // flip itself.
+            for event in self.outbox.events() {
+                if matches!(event, Event::FaultApplied(_)) {
+                    self.report.state_flips += 1;
+                }
+            }
+            self.outbox.clear();
         }
     }
 

@@ -44,6 +44,10 @@ pub struct CompiledPlan {
     pub drop_all: f64,
     /// Loss rate of particular senders (overrides `drop_all`).
     pub drop_rank: BTreeMap<u32, f64>,
+    /// Flow-corruption rate per sent message, of every rank.
+    pub flip_rate_all: f64,
+    /// Flow-corruption rate of particular ranks (overrides `flip_rate_all`).
+    pub flip_rate_rank: BTreeMap<u32, f64>,
     /// Start time of every rank, if spread (else all start at 0).
     pub start_times: Option<Vec<u64>>,
     /// Links already cut at time 0 or later, normalized (low, high).
@@ -151,6 +155,13 @@ impl CompiledPlan {
                     plan.timed
                         .push((Time(at.steps()?), TimedFault::FlipState(rank, fault)));
                 }
+                FaultSpec::FlipRate { rank: None, rate } => plan.flip_rate_all = rate,
+                FaultSpec::FlipRate {
+                    rank: Some(rank),
+                    rate,
+                } => {
+                    plan.flip_rate_rank.insert(check_rank(rank, n)?.0, rate);
+                }
                 FaultSpec::Drop { rank: None, rate } => plan.drop_all = rate,
                 FaultSpec::Drop {
                     rank: Some(rank),
@@ -190,6 +201,14 @@ impl CompiledPlan {
             }
         }
         Ok(plan)
+    }
+
+    /// Probability that sending a message corrupts one of `rank`'s flows.
+    pub fn flip_rate(&self, rank: u32) -> f64 {
+        self.flip_rate_rank
+            .get(&rank)
+            .copied()
+            .unwrap_or(self.flip_rate_all)
     }
 
     /// Loss probability of a message sent by `rank`.
