@@ -176,6 +176,27 @@ impl<T: Real> Gossip<T> {
         }
     }
 
+    /// Element `j` of the current mass, computed in the same order as [`Self::current_mass`]
+    /// (so the two agree bit for bit) without allocating: the simulator's oracle asks every
+    /// rank for its estimate after every step.
+    fn mass_element(&self, j: usize) -> T {
+        let width = self.layout.width();
+        match self.config.rule {
+            Rule::PushSum => self.own[j],
+            Rule::PushFlow | Rule::LocalCorrection | Rule::CooperativeCorrection => self
+                .flows
+                .iter()
+                .fold(self.own[j], |acc, (_, flow, _)| acc - flow[j]),
+            Rule::PushCancelFlow => self.own[j] - self.phi[j],
+            Rule::PushCancelFlowTolerant => self
+                .flows
+                .iter()
+                .fold(self.own[j] - self.phi[j], |acc, (_, slot, _)| {
+                    acc - slot[j] - slot[width + j]
+                }),
+        }
+    }
+
     /// The current mass `e_i` into `dst`, in working precision.
     pub(super) fn current_mass(&self, dst: &mut Vec<T>) {
         match self.config.rule {
@@ -573,9 +594,13 @@ impl<T: Real> Protocol for Gossip<T> {
             dst.extend_from_slice(&self.result);
             return;
         }
-        let mut e = Vec::new();
-        self.current_mass(&mut e);
-        self.layout.ratio(&e, self.scale(), dst);
+        dst.clear();
+        if self.own.len() <= self.layout.len {
+            return;
+        }
+        let w = self.mass_element(self.layout.weight()).to_f64();
+        let scale = self.scale();
+        dst.extend((0..self.layout.len).map(|k| self.mass_element(k).to_f64() / w * scale));
     }
 
     fn phase(&self) -> Phase {
