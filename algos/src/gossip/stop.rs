@@ -88,12 +88,19 @@ impl StopState {
     /// Records the estimate after push number `iteration` (counted from 1); true when the rank
     /// may stop.
     pub fn after_push(&mut self, rule: &StopRule, iteration: u32, estimate: &[f64]) -> bool {
+        // Relative to the vector's largest magnitude, not element by element: an element whose
+        // aggregate is near zero (a dot product that nearly cancels) would otherwise never look
+        // settled.
+        let scale = estimate
+            .iter()
+            .fold(0.0f64, |m, e| m.max(e.abs()))
+            .max(f64::MIN_POSITIVE);
         let change = if self.previous.len() == estimate.len() {
             self.previous
                 .iter()
                 .zip(estimate)
                 .map(|(p, e)| {
-                    let rel = (e - p).abs() / e.abs().max(f64::MIN_POSITIVE);
+                    let rel = (e - p).abs() / scale;
                     if rel.is_nan() {
                         f64::INFINITY
                     } else {

@@ -90,6 +90,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
         x_ticks: ns.iter().map(|&n| size_label(n)).collect(),
         series,
         kind: Kind::Lines,
+        log_y: false,
     };
     ctx.write("fig10.svg", &render(&chart))
 }

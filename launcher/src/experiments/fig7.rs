@@ -116,6 +116,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
             series("best tree tried", |p| p.3),
         ],
         kind: Kind::Lines,
+        log_y: false,
     };
     ctx.write("fig7.svg", &render(&chart))
 }

@@ -228,6 +228,7 @@ pub fn bar_chart(points: &[Point], title: &str, y_label: &str, value: fn(&Point)
             .collect(),
         series,
         kind: Kind::Bars,
+        log_y: false,
     }
 }
 

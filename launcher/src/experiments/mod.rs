@@ -21,11 +21,11 @@
 
 mod fig10;
 mod fig7;
+mod fig8;
+mod fig9;
 mod gossip_000;
 mod gossip_003;
 mod gossip_hps;
-mod fig8;
-mod fig9;
 mod svg;
 mod table2;
 

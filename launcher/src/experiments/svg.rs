@@ -1,5 +1,6 @@
 //! A small SVG chart writer: categorical x axis (evenly spaced ticks, which for powers of two is
-//! a log2 axis), linear y axis from zero, lines or grouped bars, and a legend.
+//! a log2 axis), linear y axis from zero or a log10 y axis over the data's decades, lines or
+//! grouped bars, and a legend.
 
 use std::fmt::Write;
 
@@ -36,6 +37,9 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// Lines or bars.
     pub kind: Kind,
+    /// A log10 y axis spanning the decades of the positive finite values (others are not
+    /// drawn); linear from zero otherwise.
+    pub log_y: bool,
 }
 
 const WIDTH: f64 = 760.0;
@@ -71,18 +75,114 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// The y axis: where a value is drawn, and the grid lines with their labels.
+struct YAxis {
+    /// Lowest and highest value shown (log10 of them on a log axis).
+    bottom: f64,
+    top: f64,
+    log: bool,
+    ticks: Vec<(f64, String)>,
+}
+
+impl YAxis {
+    /// Linear from zero (or symmetric around it with negative values).
+    fn linear(values: &[f64]) -> YAxis {
+        let max = values.iter().copied().fold(0.0, f64::max);
+        let min = values.iter().copied().fold(0.0, f64::min);
+        let (top, step) = nice_axis(max.max(-min));
+        let bottom = if min < 0.0 { -top } else { 0.0 };
+        let mut ticks = Vec::new();
+        let mut v = bottom;
+        for _ in 0..=40 {
+            if v > top + step / 2.0 {
+                break;
+            }
+            ticks.push((v, trim(v)));
+            v += step;
+        }
+        YAxis {
+            bottom,
+            top,
+            log: false,
+            ticks,
+        }
+    }
+
+    /// Log10 over the whole decades that hold the positive finite values, at most ~10 labels.
+    fn log(values: &[f64]) -> YAxis {
+        let decades: Vec<f64> = values
+            .iter()
+            .filter(|v| **v > 0.0 && v.is_finite())
+            .map(|v| v.log10())
+            .collect();
+        let low = decades.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = decades.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let (bottom, mut top) = if decades.is_empty() {
+            (0.0, 1.0)
+        } else {
+            (low.floor(), high.ceil())
+        };
+        if top <= bottom {
+            top = bottom + 1.0;
+        }
+        // Label every `every`-th decade, and end the axis on a labelled one.
+        let every = ((top - bottom) as usize).div_ceil(10);
+        let span = ((top - bottom) as usize).div_ceil(every) * every;
+        top = bottom + span as f64;
+        let ticks = (0..=span)
+            .step_by(every)
+            .map(|d| {
+                let exponent = bottom as i64 + d as i64;
+                (exponent as f64, format!("1e{exponent}"))
+            })
+            .collect();
+        YAxis {
+            bottom,
+            top,
+            log: true,
+            ticks,
+        }
+    }
+
+    /// The axis coordinate of a value, if it can be drawn.
+    fn coordinate(&self, v: f64) -> Option<f64> {
+        if !self.log {
+            return v.is_finite().then_some(v);
+        }
+        (v > 0.0 && v.is_finite()).then(|| v.log10())
+    }
+
+    /// The axis coordinate bars grow from: zero, or the bottom of a log axis.
+    fn base(&self) -> f64 {
+        if self.log {
+            self.bottom
+        } else {
+            0.0
+        }
+    }
+}
+
 /// The SVG document of `chart`.
 pub fn render(chart: &Chart) -> String {
     let plot_w = WIDTH - LEFT - RIGHT;
     let plot_h = HEIGHT - TOP - BOTTOM;
-    let values = chart.series.iter().flat_map(|s| s.values.iter().flatten());
-    let max = values.clone().copied().fold(0.0, f64::max);
-    let min = values.copied().fold(0.0, f64::min);
-    let (top, step) = nice_axis(max.max(-min));
-    let bottom = if min < 0.0 { -top } else { 0.0 };
-    let y = |v: f64| TOP + plot_h * (1.0 - (v - bottom) / (top - bottom));
+    let values: Vec<f64> = chart
+        .series
+        .iter()
+        .flat_map(|s| s.values.iter().flatten().copied())
+        .collect();
+    let axis = if chart.log_y {
+        YAxis::log(&values)
+    } else {
+        YAxis::linear(&values)
+    };
+    // `y` maps an axis coordinate (the value, or its log10) to the page.
+    let y = |c: f64| TOP + plot_h * (1.0 - (c - axis.bottom) / (axis.top - axis.bottom));
     let ticks = chart.x_ticks.len().max(1) as f64;
     let x = |i: usize| LEFT + plot_w * (i as f64 + 0.5) / ticks;
+    // Many x ticks (a time axis): label about ten of them, and draw no point markers.
+    let label_every = round_count(chart.x_ticks.len().div_ceil(12));
+    let markers = chart.x_ticks.len() <= 40;
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -99,32 +199,30 @@ pub fn render(chart: &Chart) -> String {
         escape(&chart.title)
     );
     // Y grid and ticks.
-    let mut v = bottom;
-    for _ in 0..=40 {
-        if v > top + step / 2.0 {
-            break;
-        }
-        let py = y(v);
+    for (c, label) in &axis.ticks {
+        let py = y(*c);
         let _ = writeln!(
             svg,
             r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
             LEFT + plot_w,
             LEFT - 6.0,
             py + 4.0,
-            trim(v)
+            label
         );
-        v += step;
     }
     // Axes.
     let _ = writeln!(
         svg,
         r#"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="black"/><line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="black"/>"#,
         TOP + plot_h,
-        y(0.0),
+        y(axis.base()),
         LEFT + plot_w,
-        y(0.0)
+        y(axis.base())
     );
     for (i, label) in chart.x_ticks.iter().enumerate() {
+        if i % label_every != 0 {
+            continue;
+        }
         let _ = writeln!(
             svg,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
@@ -157,14 +255,17 @@ pub fn render(chart: &Chart) -> String {
                     .values
                     .iter()
                     .enumerate()
-                    .filter_map(|(i, v)| v.map(|v| format!("{:.1},{:.1}", x(i), y(v))))
+                    .filter_map(|(i, v)| {
+                        let c = axis.coordinate((*v)?)?;
+                        Some(format!("{:.1},{:.1}", x(i), y(c)))
+                    })
                     .collect();
                 let _ = writeln!(
                     svg,
                     r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
                     points.join(" ")
                 );
-                for p in &points {
+                for p in points.iter().filter(|_| markers) {
                     if let Some((px, py)) = p.split_once(',') {
                         let _ =
                             writeln!(svg, r#"<circle cx="{px}" cy="{py}" r="3" fill="{color}"/>"#);
@@ -174,9 +275,11 @@ pub fn render(chart: &Chart) -> String {
             Kind::Bars => {
                 let bar_w = group_w / count;
                 for (i, v) in series.values.iter().enumerate() {
-                    let Some(v) = v else { continue };
+                    let Some(c) = v.and_then(|v| axis.coordinate(v)) else {
+                        continue;
+                    };
                     let bx = x(i) - group_w / 2.0 + bar_w * s as f64;
-                    let (y0, y1) = (y(0.0), y(*v));
+                    let (y0, y1) = (y(axis.base()), y(c));
                     let _ = writeln!(
                         svg,
                         r#"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}"/>"#,
@@ -200,6 +303,19 @@ pub fn render(chart: &Chart) -> String {
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+/// The smallest of 1, 2, 5, 10, 20, 50, ... at or above `n`.
+fn round_count(n: usize) -> usize {
+    let mut magnitude = 1;
+    loop {
+        for m in [1, 2, 5] {
+            if m * magnitude >= n {
+                return m * magnitude;
+            }
+        }
+        magnitude *= 10;
+    }
 }
 
 /// A tick value without trailing zeros.
@@ -235,6 +351,7 @@ mod tests {
                 },
             ],
             kind: Kind::Bars,
+            log_y: false,
         };
         let svg = render(&chart);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
@@ -246,5 +363,29 @@ mod tests {
         });
         assert_eq!(lines.matches("<polyline").count(), 2);
         assert_eq!(nice_axis(171.0), (200.0, 50.0));
+    }
+
+    #[test]
+    fn a_log_axis_spans_the_decades_and_skips_what_it_cannot_draw() {
+        let chart = Chart {
+            title: "log".into(),
+            x_label: "bit".into(),
+            y_label: "error".into(),
+            x_ticks: vec!["0".into(), "1".into(), "2".into()],
+            series: vec![Series {
+                name: "a".into(),
+                values: vec![Some(3e-15), Some(0.0), Some(2e-3)],
+            }],
+            kind: Kind::Lines,
+            log_y: true,
+        };
+        let svg = render(&chart);
+        assert!(svg.contains(">1e-15<") && svg.contains(">1e-1<"));
+        assert!(!svg.contains(">1e-16<") && !svg.contains(">1e-2<"));
+        assert_eq!(svg.matches("<circle").count(), 2, "zero has no log");
+        let axis = YAxis::log(&[1e-14, 5.0]);
+        assert_eq!((axis.bottom, axis.top), (-14.0, 2.0));
+        assert_eq!(axis.ticks.len(), 9, "every second decade");
+        assert_eq!([0, 1, 3, 41, 100].map(round_count), [1, 1, 5, 50, 100]);
     }
 }

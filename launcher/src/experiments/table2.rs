@@ -192,6 +192,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
             series("out. spread, normal", true, |r| r.output_spread),
         ],
         kind: Kind::Lines,
+        log_y: false,
     };
     ctx.write("table2.svg", &render(&chart))
 }
