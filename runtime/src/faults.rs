@@ -316,6 +316,17 @@ fn parse_bit(value: &str, max: u32) -> Result<u32, FaultSpecError> {
     Ok(bit)
 }
 
+/// A `rate=` value: a probability in [0, 1].
+fn parse_probability(text: &str) -> Result<f64, FaultSpecError> {
+    let rate: f64 = text
+        .parse()
+        .map_err(|_| bad("rate", text, "expected a probability"))?;
+    if !(0.0..=1.0).contains(&rate) {
+        return Err(bad("rate", text, "a probability lies in [0, 1]"));
+    }
+    Ok(rate)
+}
+
 impl FaultSpec {
     /// Parses one spec (see the module documentation for the syntax).
     pub fn parse(spec: &str) -> Result<FaultSpec, FaultSpecError> {
@@ -411,13 +422,7 @@ impl FaultSpec {
                 } else {
                     Some(parse_rank("rank", who)?)
                 };
-                let rate_text = f.need("rate", example)?;
-                let rate: f64 = rate_text
-                    .parse()
-                    .map_err(|_| bad("rate", rate_text, "expected a probability"))?;
-                if !(0.0..=1.0).contains(&rate) {
-                    return Err(bad("rate", rate_text, "a probability lies in [0, 1]"));
-                }
+                let rate = parse_probability(f.need("rate", example)?)?;
                 Ok(FaultSpec::Drop { rank, rate })
             }
             "flip-rate" => {
@@ -428,13 +433,7 @@ impl FaultSpec {
                     None | Some("all") => None,
                     Some(who) => Some(parse_rank("rank", who)?),
                 };
-                let rate_text = f.need("rate", example)?;
-                let rate: f64 = rate_text
-                    .parse()
-                    .map_err(|_| bad("rate", rate_text, "expected a probability"))?;
-                if !(0.0..=1.0).contains(&rate) {
-                    return Err(bad("rate", rate_text, "a probability lies in [0, 1]"));
-                }
+                let rate = parse_probability(f.need("rate", example)?)?;
                 Ok(FaultSpec::FlipRate { rank, rate })
             }
             "cut" => {

@@ -12,7 +12,7 @@
 //! ranks this rank knows of. After a crash, the result is defined as the **survivors'
 //! aggregate**: flow-based rules drop every flow to a rank they are told failed, which removes
 //! exactly what was exchanged with it, so the survivors' mass is their own inputs; PCF also
-//! drops the mass it had cancelled with that rank (see [`pcf`]). Push-Sum cannot: mass held by or
+//! drops the mass it had cancelled with that rank (see `pcf.rs`). Push-Sum cannot: mass held by or
 //! travelling to the failed rank is gone, and its estimate converges to a biased value, which is
 //! the baseline that shows why the flow algorithms exist.
 //!
