@@ -108,7 +108,26 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
     let cases: &[(&[&str], &str)] = &[
         (&["--sim", "--algo", "nosuch"], "unknown algorithm"),
         (&["--sim", "-n", "0"], "at least one rank"),
-        (&["--sim", "--algo", "pfcc"], "not implemented yet"),
+        (
+            &["--sim", "--algo", "pfcc", "--tau=-1"],
+            "--tau must be a positive number",
+        ),
+        (
+            &["--sim", "--algo", "pfcc", "--precision", "f16"],
+            "unknown --precision",
+        ),
+        (
+            &["--sim", "--algo", "pfcc", "--stop", "never"],
+            "unknown --stop",
+        ),
+        (
+            &["--sim", "--algo", "hps", "--topology", "ring"],
+            "permutations of all ranks",
+        ),
+        (
+            &["--algo", "pfcc", "--gossip-period", "5"],
+            "real runs need a time with its unit",
+        ),
         (
             &["--sim", "-n", "12", "--topology", "hypercube"],
             "power of two",
