@@ -150,7 +150,7 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
             &["-n", "4", "--transport", "ucx"],
             "not compiled into this build",
         ),
-        (&["-n", "4", "--algo", "ardb"], "real runs support"),
+        (&["-n", "4", "--algo", "ardb"], "simulator only"),
         (&["-n", "4", "--fault", "kill:rank=1,at=50"], "give a unit"),
         (
             &["-n", "4", "--fault", "kill:rank=9,at=5ms"],
