@@ -11,6 +11,16 @@ use super::{
 use crate::experiments::svg::{render, Chart, Kind, Series};
 use crate::experiments::{fmt, Ctx};
 
+/// The CSV columns of an iteration summary (`Summary::fields`), in order.
+const SUMMARY_FIELDS: [&str; 6] = [
+    "runs",
+    "median_iterations",
+    "q1",
+    "q3",
+    "whisker_low",
+    "whisker_high",
+];
+
 /// 000 Figs. 4 and 5: iterations against the checksum threshold tau for PFLC and PFCC at flip
 /// rate 1e-4, N = 32 (Fig. 4) and N = 64 (Fig. 5): median and 1.5 IQR whiskers over the runs.
 pub fn fig4_5(ctx: &Ctx) -> anyhow::Result<()> {
@@ -156,14 +166,7 @@ pub fn fig6(ctx: &Ctx) -> anyhow::Result<()> {
     );
     let mut header = vec!["flips".to_string()];
     for name in ["pflc", "pfcc"] {
-        for field in [
-            "runs",
-            "median_iterations",
-            "q1",
-            "q3",
-            "whisker_low",
-            "whisker_high",
-        ] {
+        for field in SUMMARY_FIELDS {
             header.push(format!("{name}_{field}"));
         }
     }
@@ -314,24 +317,10 @@ fn write_tau_points(ctx: &Ctx, points: &[TauPoint], runs: u32) -> anyhow::Result
             row
         })
         .collect();
-    ctx.write_csv(
-        "fig4_5.csv",
-        &[
-            "figure",
-            "n",
-            "algo",
-            "tau",
-            "runs",
-            "median_iterations",
-            "q1",
-            "q3",
-            "whisker_low",
-            "whisker_high",
-            "mean_flips",
-            "budget_stops",
-        ],
-        &rows,
-    )?;
+    let mut header = vec!["figure", "n", "algo", "tau"];
+    header.extend(SUMMARY_FIELDS);
+    header.extend(["mean_flips", "budget_stops"]);
+    ctx.write_csv("fig4_5.csv", &header, &rows)?;
     let raw: Vec<Vec<String>> = points
         .iter()
         .flat_map(|p| p.runs.iter().map(|r| r.row(p.n, p.algo, p.tau)))
