@@ -16,6 +16,7 @@ pub mod corrected;
 pub mod era;
 pub mod ftco;
 pub mod gossip;
+pub mod inspect;
 pub mod protocol;
 pub mod rank;
 pub mod rdb;

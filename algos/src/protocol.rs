@@ -430,6 +430,19 @@ pub trait Protocol {
     fn check_invariants(&self) -> Result<(), String> {
         Ok(())
     }
+
+    /// The console's detail view of this rank (fields, and per-peer state where the algorithm
+    /// has it). The default shows the common status; algorithms add their own.
+    fn inspect(&self) -> crate::inspect::Inspection {
+        let status = self.status();
+        let mut view = crate::inspect::Inspection::default();
+        view.field("iteration", status.iteration);
+        view.field("sent", status.counters.messages_sent);
+        view.field("received", status.counters.messages_received);
+        view.field("rejected", status.counters.frames_rejected);
+        view.field("failures noticed", status.counters.failures_noticed);
+        view
+    }
 }
 
 impl<P: Protocol + ?Sized> Protocol for Box<P> {
@@ -463,6 +476,10 @@ impl<P: Protocol + ?Sized> Protocol for Box<P> {
 
     fn check_invariants(&self) -> Result<(), String> {
         (**self).check_invariants()
+    }
+
+    fn inspect(&self) -> crate::inspect::Inspection {
+        (**self).inspect()
     }
 }
 

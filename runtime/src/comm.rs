@@ -43,6 +43,8 @@ const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(600);
 const LINGER_AT_EXIT: Duration = Duration::from_secs(5);
 /// How long a leaving rank answers late requests of its flushing agreement.
 const FLUSH_LINGER: Duration = Duration::from_millis(50);
+/// How often a rank waiting for the console's go serves its peers and samples its status.
+const GO_POLL: Duration = Duration::from_millis(10);
 /// How long a peer address lookup may take.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -651,6 +653,25 @@ impl Communicator {
     /// Sends an operation report to the launcher (the built-in job's results).
     pub fn report(&self, report: OpReport) -> Result<(), CommError> {
         Ok(self.control.report(report)?)
+    }
+
+    /// Console-paced jobs: waits until the launcher allows operation `op` to start, serving
+    /// finished operations and sending status samples meanwhile. False when the job shuts
+    /// down instead.
+    pub fn wait_for_go(&mut self, op: u64) -> Result<bool, CommError> {
+        // Each pass blocks at most GO_POLL; the job's shutdown or the launcher's death (which
+        // exits the rank) ends the wait.
+        loop {
+            if self.control.wait_go(op, GO_POLL) {
+                return Ok(true);
+            }
+            if self.control.shutdown_requested() {
+                return Ok(false);
+            }
+            let mut endpoint = self.endpoint();
+            endpoint.serve_between_operations()?;
+            endpoint.idle_telemetry();
+        }
     }
 
     /// Sends benchmark timings to the launcher (`ftcoll-launch bench`).

@@ -16,6 +16,7 @@
 //! | `FTCOLL_BIND_IP` | the IP the TCP data plane listens on (tcp; default 127.0.0.1) |
 //! | `FTCOLL_RANKS_PER_NODE` | ranks per node (node failures, hierarchical algorithms) |
 //! | `FTCOLL_HEARTBEAT_MS` | heartbeat period to the launcher, in ms |
+//! | `FTCOLL_TELEMETRY_MS` | status-sample period for the console, in ms (unset or 0: no samples) |
 //! | `FTCOLL_SPIN_US` | busy-wait budget before a waiting rank sleeps, in µs |
 //! | `FTCOLL_FAULTS` | scripted faults for this rank, `;`-separated `--fault` specs |
 //! | `FTCOLL_OP_TIMEOUT_MS` | a rank's time limit for one collective, in ms (default 600 000) |
@@ -55,6 +56,8 @@ pub struct RankEnv {
     pub heartbeat: Duration,
     /// Spin budget.
     pub spin: Duration,
+    /// Status-sample period for the console (`None`: no console).
+    pub telemetry: Option<Duration>,
     /// Scripted faults (raw specs).
     pub faults: Vec<String>,
 }
@@ -177,6 +180,10 @@ impl RankEnv {
             ranks_per_node: (number("FTCOLL_RANKS_PER_NODE", Some(u64::from(size)))? as u32).max(1),
             heartbeat: Duration::from_millis(number("FTCOLL_HEARTBEAT_MS", Some(1000))?.max(1)),
             spin: Duration::from_micros(number("FTCOLL_SPIN_US", Some(0))?),
+            telemetry: match number("FTCOLL_TELEMETRY_MS", Some(0))? {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
             faults,
         })
     }

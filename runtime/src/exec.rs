@@ -14,7 +14,12 @@ use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, TimerId, Tim
 use ftcoll_algos::wire::{AlgoId, Frame, FrameError};
 use ftcoll_algos::{Rank, Time, ValuesRef};
 
+mod telemetry;
+
+pub use telemetry::is_final;
+
 use crate::control::client::ControlClient;
+use crate::control::RankSample;
 use crate::rank_faults::RankFaults;
 use crate::transport::{Transport, TransportError};
 
@@ -104,6 +109,15 @@ pub struct Endpoint<T: Transport> {
     /// protocols speak member indices, the transport world ranks.
     group: Option<Vec<u32>>,
     scratch: Vec<u8>,
+    /// Frames sent since the rank started (console telemetry).
+    sent_total: u64,
+    /// Index of the operation running (or last run).
+    op_index: u64,
+    /// Whether the launcher wants status samples.
+    telemetry_on: bool,
+    /// The last finished operation's final state, for samples between operations.
+    last_sample: Option<RankSample>,
+    sample_scratch: Vec<f64>,
 }
 
 /// A failure of the executor itself (not of the collective).
@@ -123,6 +137,7 @@ impl<T: Transport> Endpoint<T> {
         faults: RankFaults,
     ) -> Endpoint<T> {
         control.add_waker(transport.waker());
+        let telemetry_on = control.telemetry_enabled();
         Endpoint {
             transport,
             control,
@@ -141,6 +156,11 @@ impl<T: Transport> Endpoint<T> {
             revoke_watch: None,
             group: None,
             scratch: Vec::new(),
+            sent_total: 0,
+            op_index: 0,
+            telemetry_on,
+            last_sample: None,
+            sample_scratch: Vec::new(),
         }
     }
 
@@ -178,6 +198,16 @@ impl<T: Transport> Endpoint<T> {
             if self.learn_failed(rank) {
                 tracing::debug!(rank, cause = cause.name(), "peer failed");
                 fresh.push(rank);
+            }
+        }
+        // After take_failures, which clears the news flag (see take_injected).
+        for text in self.control.take_injected() {
+            match crate::faults::FaultSpec::parse(&text) {
+                Ok(spec) => match self.faults.inject(&spec, self.epoch.elapsed()) {
+                    Ok(()) => tracing::info!(rank = self.me.0, fault = %text, "injected fault"),
+                    Err(error) => tracing::warn!(fault = %text, %error, "injected fault refused"),
+                },
+                Err(error) => tracing::warn!(fault = %text, %error, "injected fault refused"),
             }
         }
         fresh
@@ -377,6 +407,7 @@ impl<T: Transport> Endpoint<T> {
         limit: Duration,
     ) -> Result<(OpEnd, OpStats), ExecError> {
         self.die_if_scripted(op_index);
+        self.op_index = op_index;
         self.next_op_id = self.next_op_id.max(op_id + 1);
         let mut stats = OpStats::default();
         if self.is_revoked() {
@@ -426,6 +457,7 @@ impl<T: Transport> Endpoint<T> {
                 } else {
                     OpEnd::Aborted
                 };
+                self.remember_final(protocol);
                 // Let queued sends finish: peers need them even though we are done.
                 self.drain_sends(deadline)?;
                 return Ok((end, stats));
@@ -437,6 +469,9 @@ impl<T: Transport> Endpoint<T> {
                 return Ok((OpEnd::TimedOut, stats));
             }
             let mut progressed = false;
+            if self.telemetry_on {
+                self.sample_if_due(protocol);
+            }
             if self.control.has_news() {
                 if self.control.shutdown_requested() {
                     return Ok((OpEnd::Shutdown, stats));
@@ -747,6 +782,7 @@ impl<T: Transport> Endpoint<T> {
                 _ => to,
             };
             stats.sent += 1;
+            self.sent_total += 1;
             if self.failed.contains(&to.0) {
                 continue;
             }

@@ -804,6 +804,68 @@ pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError
     }
 }
 
+/// The console's simulated mode: `spec` set up in the simulator on `inputs`, not yet run, with
+/// protocol instances behind one trait object type so that any algorithm can be stepped and
+/// inspected the same way.
+pub fn stepped_simulation(
+    spec: &JobSpec,
+    config: SimConfig,
+    inputs: Vec<f64>,
+    op_id: OpId,
+) -> Result<Simulation<Box<dyn Protocol + Send>>, JobError> {
+    spec.validate()?;
+    let config = spec.sim_config(config);
+    fn boxed<P: Protocol + Send + 'static>(ranks: Vec<P>) -> Vec<Box<dyn Protocol + Send>> {
+        ranks
+            .into_iter()
+            .map(|p| Box::new(p) as Box<dyn Protocol + Send>)
+            .collect()
+    }
+    let ranks = match spec.algo {
+        Algorithm::Rdb => boxed(
+            (0..spec.n)
+                .map(|r| RecursiveDoubling::new(RdbConfig::exact(Rank(r), spec.n, spec.op, op_id)))
+                .collect(),
+        ),
+        Algorithm::CorrectedReduce => boxed(
+            (0..spec.n)
+                .map(|r| spec.corrected_reduce(Rank(r), op_id))
+                .collect(),
+        ),
+        Algorithm::CorrectedBcast => boxed(
+            (0..spec.n)
+                .map(|r| spec.corrected_bcast(Rank(r), op_id))
+                .collect(),
+        ),
+        Algorithm::CorrectedAllreduce => boxed(
+            (0..spec.n)
+                .map(|r| spec.corrected_allreduce(Rank(r), op_id))
+                .collect(),
+        ),
+        algo if algo.ftco_collective().is_some() => boxed(spec.ftco_ranks(op_id, config.seed)?),
+        algo if algo.gossip_rule().is_some() => {
+            let period = config.cost.exchange_round_steps().max(1);
+            if spec.gossip_single() {
+                boxed(spec.gossip_ranks::<f32>(op_id, config.seed, period)?)
+            } else {
+                boxed(spec.gossip_ranks::<f64>(op_id, config.seed, period)?)
+            }
+        }
+        algo => {
+            return Err(JobError::NotImplemented {
+                algo,
+                available: "rdb, the corrected-tree, ftco-* and gossip algorithms (the console's simulated mode)".into(),
+            })
+        }
+    };
+    let root_input = inputs[..spec.input_len.min(inputs.len())].to_vec();
+    let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
+    if matches!(spec.algo, Algorithm::CorrectedBcast | Algorithm::FtcoBcast) {
+        sim.set_expected(root_input);
+    }
+    Ok(sim)
+}
+
 /// ARDB's accuracy target when neither --eps nor --steps is given.
 pub const DEFAULT_ARDB_EPS: f64 = 1e-3;
 

@@ -74,7 +74,6 @@ impl RankFaults {
         me: Rank,
         seed: u64,
     ) -> Result<RankFaults, FaultSpecError> {
-        let mut rng = SimRng::for_stream(seed, 0xFA17_0000 ^ u64::from(me.0));
         let mut faults = RankFaults {
             me: me.0,
             flips: Vec::new(),
@@ -87,70 +86,99 @@ impl RankFaults {
             state_flips: Vec::new(),
             kill_at_op: None,
             start_delay: Duration::ZERO,
-            rng: SimRng::new(0),
+            rng: SimRng::for_stream(seed, 0xFA17_0000 ^ u64::from(me.0)),
             flips_applied: 0,
             dropped: 0,
         };
         for spec in specs {
-            match *spec {
-                FaultSpec::Kill {
-                    rank,
-                    at: KillTime::Operation(op),
-                } if rank == me => faults.kill_at_op = Some(op),
-                FaultSpec::FlipMessage {
-                    rank,
-                    which,
-                    target,
-                } if rank == me => {
-                    if let MessageSelector::AtOrAfter(at) = which {
-                        wall_time(at)?;
-                    }
-                    faults.flips.push(PendingFlip { which, target });
-                }
-                FaultSpec::FlipState { rank, var, bit, at } if rank == me => {
-                    faults
-                        .state_flips
-                        .push((wall_time(at)?, LocalFault::FlipBit { var, bit }));
-                }
-                FaultSpec::FlipRate { rank, rate } if rank.is_none_or(|r| r == me) => {
-                    faults.flip_rate = rate
-                }
-                FaultSpec::Drop { rank, rate } if rank.is_none_or(|r| r == me) => {
-                    faults.drop_rate = rate
-                }
-                FaultSpec::Cut { a, b, at } if a == me || b == me => {
-                    let peer = if a == me { b } else { a };
-                    faults.cut.push((peer.0, wall_time(at)?));
-                }
-                FaultSpec::Slow { rank, factor, at } if rank == me => {
-                    faults.slow = Some((SLOW_UNIT * factor.saturating_sub(1), wall_time(at)?));
-                }
-                FaultSpec::Spread(spread) => {
-                    faults.start_delay = match spread {
-                        Spread::Uniform(width) => {
-                            let width = wall_time(width)?;
-                            Duration::from_nanos(rng.below(width.as_nanos() as u64 + 1))
-                        }
-                        Spread::Normal(sigma) => {
-                            let sigma = wall_time(sigma)?.as_nanos() as f64;
-                            Duration::from_nanos((rng.normal() * sigma).abs() as u64)
-                        }
-                    }
-                }
-                // Validate the units of faults the launcher applies, so errors show up early.
-                FaultSpec::Kill {
-                    at: KillTime::At(at),
-                    ..
-                }
-                | FaultSpec::KillNode { at, .. }
-                | FaultSpec::Stop { at, .. } => {
-                    wall_time(at)?;
-                }
-                _ => {}
-            }
+            faults.add(spec, Duration::ZERO, 0)?;
         }
-        faults.rng = rng;
         Ok(faults)
+    }
+
+    /// Adds a fault that arrived while the job runs (from the console): its times count from
+    /// `now` (the rank's time since it started) and a message selector `nth=K` counts from the
+    /// next message. Faults on other ranks are ignored.
+    pub fn inject(&mut self, spec: &FaultSpec, now: Duration) -> Result<(), FaultSpecError> {
+        self.add(spec, now, self.sent)
+    }
+
+    /// Adds `spec` if it concerns this rank, its times shifted by `offset` and message indices
+    /// by `first_message`.
+    fn add(
+        &mut self,
+        spec: &FaultSpec,
+        offset: Duration,
+        first_message: u64,
+    ) -> Result<(), FaultSpecError> {
+        let me = Rank(self.me);
+        let at = |t: FaultTime| wall_time(t).map(|d| d + offset);
+        match *spec {
+            FaultSpec::Kill {
+                rank,
+                at: KillTime::Operation(op),
+            } if rank == me => self.kill_at_op = Some(op),
+            FaultSpec::FlipMessage {
+                rank,
+                which,
+                target,
+            } if rank == me => {
+                let which = match which {
+                    MessageSelector::Nth(k) => MessageSelector::Nth(first_message + k),
+                    MessageSelector::AtOrAfter(t) => {
+                        MessageSelector::AtOrAfter(FaultTime::Nanos(at(t)?.as_nanos() as u64))
+                    }
+                };
+                self.flips.push(PendingFlip { which, target });
+            }
+            FaultSpec::FlipState {
+                rank,
+                var,
+                bit,
+                at: t,
+            } if rank == me => {
+                self.state_flips
+                    .push((at(t)?, LocalFault::FlipBit { var, bit }));
+            }
+            FaultSpec::FlipRate { rank, rate } if rank.is_none_or(|r| r == me) => {
+                self.flip_rate = rate
+            }
+            FaultSpec::Drop { rank, rate } if rank.is_none_or(|r| r == me) => self.drop_rate = rate,
+            FaultSpec::Cut { a, b, at: t } if a == me || b == me => {
+                let peer = if a == me { b } else { a };
+                self.cut.push((peer.0, at(t)?));
+            }
+            FaultSpec::Slow {
+                rank,
+                factor,
+                at: t,
+            } if rank == me => {
+                self.slow = Some((SLOW_UNIT * factor.saturating_sub(1), at(t)?));
+            }
+            FaultSpec::Spread(spread) => {
+                self.start_delay = match spread {
+                    Spread::Uniform(width) => {
+                        let width = wall_time(width)?;
+                        Duration::from_nanos(self.rng.below(width.as_nanos() as u64 + 1))
+                    }
+                    Spread::Normal(sigma) => {
+                        let sigma = wall_time(sigma)?.as_nanos() as f64;
+                        Duration::from_nanos((self.rng.normal() * sigma).abs() as u64)
+                    }
+                }
+            }
+            // Validate the units of faults the launcher applies, so errors show up early.
+            FaultSpec::Kill {
+                at: KillTime::At(t),
+                ..
+            }
+            | FaultSpec::KillNode { at: t, .. }
+            | FaultSpec::Stop { at: t, .. } => {
+                wall_time(t)?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Whether this rank dies when operation `op` starts.

@@ -169,6 +169,11 @@ impl<T: Real> Gossip<T> {
         self.config.size().saturating_sub(self.crashed).max(1)
     }
 
+    /// Peers excluded after a crash or a failed link.
+    pub(super) fn excluded_count(&self) -> usize {
+        self.excluded.len()
+    }
+
     fn scale(&self) -> f64 {
         match self.config.op {
             ReduceOp::Sum => f64::from(self.live_count()),
@@ -617,6 +622,10 @@ impl<T: Real> Protocol for Gossip<T> {
             .then_some(self.done_at)
             .flatten()
             .map(|at| at.after(linger))
+    }
+
+    fn inspect(&self) -> crate::inspect::Inspection {
+        self.inspection()
     }
 
     fn status(&self) -> RankStatus {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::msg::{
     proof, ControlError, ControlMsg, FailureCause, OpReport, CONTROL_MAGIC, MAX_CONTROL_BYTES,
 };
+use super::telemetry::RankSample;
 use crate::env::RankEnv;
 use crate::transport::Waker;
 
@@ -22,12 +23,18 @@ pub const EXIT_LAUNCHER_GONE: i32 = 70;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Bound on failure notices held for the rank (a job has at most `size` failures).
 const MAX_PENDING_FAILURES: usize = 1 << 20;
+/// Bound on injected faults waiting for the executor (a console sends a few per second).
+const MAX_PENDING_INJECTIONS: usize = 256;
 
 #[derive(Debug, Default)]
 struct State {
     failures: Vec<(u32, FailureCause)>,
     addresses: std::collections::BTreeMap<u32, String>,
     shutdown: bool,
+    /// Fault specs the console injected, not yet applied.
+    injected: Vec<String>,
+    /// The last operation the launcher allowed to start (console-paced jobs).
+    go: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -39,6 +46,12 @@ struct Shared {
     resolved: Condvar,
     /// Woken on every notice: the rank's transport, and its agreement progress thread.
     wakers: Mutex<Vec<Waker>>,
+    /// Set by the control thread every telemetry period; the executor takes a sample.
+    sample_due: std::sync::atomic::AtomicBool,
+    /// The console watches this rank: samples carry the protocol's detail view.
+    watched: std::sync::atomic::AtomicBool,
+    /// Signalled when the launcher allows another operation.
+    go_changed: Condvar,
 }
 
 impl Shared {
@@ -59,6 +72,7 @@ impl Shared {
 #[derive(Debug)]
 pub struct ControlClient {
     writer: Mutex<TcpStream>,
+    telemetry: bool,
     shared: Arc<Shared>,
     _reader: JoinHandle<()>,
 }
@@ -86,17 +100,21 @@ impl ControlClient {
             _ => return Err(ControlError::BadField("launcher refused this rank")),
         }
         let reader = stream.try_clone()?;
-        reader.set_read_timeout(Some(env.heartbeat))?;
         let heartbeat_writer = stream.try_clone()?;
         let shared = Arc::new(Shared::default());
         let thread_shared = Arc::clone(&shared);
-        let heartbeat = env.heartbeat;
+        let periods = Periods {
+            heartbeat: env.heartbeat,
+            telemetry: env.telemetry,
+        };
+        reader.set_read_timeout(Some(periods.tick()))?;
         let reader = std::thread::Builder::new()
             .name("ftcoll-control".into())
             .stack_size(64 * 1024)
-            .spawn(move || control_thread(reader, heartbeat_writer, heartbeat, &thread_shared))?;
+            .spawn(move || control_thread(reader, heartbeat_writer, periods, &thread_shared))?;
         Ok(ControlClient {
             writer: Mutex::new(stream),
+            telemetry: periods.telemetry.is_some(),
             shared,
             _reader: reader,
         })
@@ -173,28 +191,104 @@ impl ControlClient {
         self.send(&ControlMsg::Timings { nanos })
     }
 
+    /// Whether the launcher asked for status samples (`FTCOLL_TELEMETRY_MS`).
+    pub fn telemetry_enabled(&self) -> bool {
+        self.telemetry
+    }
+
+    /// True once per telemetry period: the caller should send a sample.
+    pub fn sample_due(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.shared.sample_due.load(Ordering::Relaxed)
+            && self.shared.sample_due.swap(false, Ordering::AcqRel)
+    }
+
+    /// Whether the console watches this rank (samples should carry the detail view).
+    pub fn watched(&self) -> bool {
+        self.shared
+            .watched
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sends a status sample for the console.
+    pub fn telemetry(&self, sample: RankSample) -> Result<(), ControlError> {
+        self.send(&ControlMsg::Telemetry(sample))
+    }
+
+    /// Fault specs injected since the last call. Call it after [`ControlClient::take_failures`]
+    /// whenever there is news: that call clears the news flag.
+    pub fn take_injected(&self) -> Vec<String> {
+        std::mem::take(&mut self.shared.lock().injected)
+    }
+
+    /// Waits until the launcher allows operation `op` to start, a shutdown, or `timeout`;
+    /// true if allowed.
+    pub fn wait_go(&self, op: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        // Each pass waits on the condvar until the deadline; the deadline bounds the loop.
+        loop {
+            if state.go.is_some_and(|g| g >= op) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if state.shutdown || left.is_zero() {
+                return false;
+            }
+            state = self
+                .shared
+                .go_changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
     /// Says this rank is done, with its memory footprint.
     pub fn finished(&self, pss_kb: u64) -> Result<(), ControlError> {
         self.send(&ControlMsg::Finished { pss_kb })
     }
 }
 
-/// Reads framed messages with a timeout so heartbeats go out between them.
-fn control_thread(
-    mut reader: TcpStream,
-    mut writer: TcpStream,
+/// The control thread's clocks.
+#[derive(Clone, Copy, Debug)]
+struct Periods {
     heartbeat: Duration,
-    shared: &Shared,
-) {
+    /// `None`: no console, no samples.
+    telemetry: Option<Duration>,
+}
+
+impl Periods {
+    /// How long one read may block: the shorter period.
+    fn tick(self) -> Duration {
+        self.telemetry
+            .map_or(self.heartbeat, |t| t.min(self.heartbeat))
+            .max(Duration::from_millis(1))
+    }
+}
+
+/// Reads framed messages with a timeout so heartbeats (and telemetry ticks) go out between them.
+fn control_thread(mut reader: TcpStream, mut writer: TcpStream, periods: Periods, shared: &Shared) {
     let mut buffer: Vec<u8> = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
     let mut last_beat = Instant::now();
+    let mut last_sample = Instant::now();
     loop {
-        if last_beat.elapsed() >= heartbeat {
+        if last_beat.elapsed() >= periods.heartbeat {
             if ControlMsg::Heartbeat.write_to(&mut writer).is_err() {
                 launcher_gone("heartbeat could not be sent");
             }
             last_beat = Instant::now();
+        }
+        if periods
+            .telemetry
+            .is_some_and(|t| last_sample.elapsed() >= t)
+        {
+            // The executor sends the sample: only it sees the protocol.
+            shared
+                .sample_due
+                .store(true, std::sync::atomic::Ordering::Release);
+            last_sample = Instant::now();
         }
         match reader.read(&mut chunk) {
             Ok(0) => launcher_gone("control connection closed"),
@@ -243,7 +337,32 @@ fn control_thread(
                     shared
                         .news
                         .store(true, std::sync::atomic::Ordering::Release);
+                    shared.go_changed.notify_all();
                     shared.wake();
+                }
+                Ok(ControlMsg::Watch { detail }) => {
+                    shared
+                        .watched
+                        .store(detail, std::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(ControlMsg::Inject { spec }) => {
+                    let mut state = shared.lock();
+                    if state.injected.len() < MAX_PENDING_INJECTIONS {
+                        state.injected.push(spec);
+                    } else {
+                        tracing::warn!("too many injected faults pending; dropped one");
+                    }
+                    shared
+                        .news
+                        .store(true, std::sync::atomic::Ordering::Release);
+                    drop(state);
+                    shared.wake();
+                }
+                Ok(ControlMsg::Go { op }) => {
+                    let mut state = shared.lock();
+                    state.go = Some(state.go.map_or(op, |g| g.max(op)));
+                    drop(state);
+                    shared.go_changed.notify_all();
                 }
                 Ok(other) => tracing::warn!(?other, "unexpected control message from the launcher"),
                 Err(error) => tracing::warn!(%error, "malformed control message from the launcher"),

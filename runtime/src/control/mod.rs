@@ -1,7 +1,10 @@
 //! The control plane: how ranks and the launcher talk (bootstrap, address resolution, failure
-//! notices, heartbeats, reports).
+//! notices, heartbeats, reports, console telemetry and injected faults).
 
 pub mod client;
+mod codec;
 pub mod msg;
+pub mod telemetry;
 
 pub use msg::{ControlError, ControlMsg, FailureCause, OpReport};
+pub use telemetry::RankSample;

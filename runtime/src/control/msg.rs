@@ -7,6 +7,9 @@
 
 use std::io::{self, Read, Write};
 
+use super::codec::{Reader, Writer};
+use super::telemetry::RankSample;
+
 /// Largest control message accepted (a result vector of 8 K doubles fits).
 pub const MAX_CONTROL_BYTES: usize = 1 << 20;
 /// Magic of the first message on a control connection.
@@ -120,6 +123,25 @@ pub enum ControlMsg {
         /// One entry per timed operation.
         nanos: Vec<u64>,
     },
+    /// Rank → launcher: a status sample for the console.
+    Telemetry(RankSample),
+    /// Launcher → rank: include (or stop including) the protocol's detail view in samples:
+    /// the console watches this rank.
+    Watch {
+        /// Whether to include it.
+        detail: bool,
+    },
+    /// Launcher → rank: apply this fault (the `--fault` vocabulary; its times count from
+    /// arrival).
+    Inject {
+        /// The fault spec.
+        spec: String,
+    },
+    /// Launcher → rank: operations up to `op` (0-based) may start (console-paced jobs).
+    Go {
+        /// The last operation allowed.
+        op: u64,
+    },
 }
 
 /// A malformed or unreadable control message.
@@ -143,84 +165,6 @@ pub enum ControlError {
     /// An I/O error.
     #[error("control connection: {0}")]
     Io(#[from] io::Error),
-}
-
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn bytes(&mut self, v: &[u8]) {
-        self.u32(v.len() as u32);
-        self.0.extend_from_slice(v);
-    }
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], ControlError> {
-        if self.0.len() < n {
-            return Err(ControlError::Truncated);
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-    fn u8(&mut self) -> Result<u8, ControlError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32, ControlError> {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(b))
-    }
-    fn u64(&mut self) -> Result<u64, ControlError> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(b))
-    }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], ControlError> {
-        let mut b = [0u8; N];
-        b.copy_from_slice(self.take(N)?);
-        Ok(b)
-    }
-    fn bytes(&mut self) -> Result<&'a [u8], ControlError> {
-        let len = self.u32()? as usize;
-        self.take(len)
-    }
-    fn string(&mut self) -> Result<String, ControlError> {
-        String::from_utf8(self.bytes()?.to_vec())
-            .map_err(|_| ControlError::BadField("string is not UTF-8"))
-    }
-    fn u32s(&mut self) -> Result<Vec<u32>, ControlError> {
-        let count = self.u32()? as usize;
-        if count > self.0.len() / 4 {
-            return Err(ControlError::Truncated);
-        }
-        (0..count).map(|_| self.u32()).collect()
-    }
-    fn u64s(&mut self) -> Result<Vec<u64>, ControlError> {
-        let count = self.u32()? as usize;
-        if count > self.0.len() / 8 {
-            return Err(ControlError::Truncated);
-        }
-        (0..count).map(|_| self.u64()).collect()
-    }
-    fn f64s(&mut self) -> Result<Vec<f64>, ControlError> {
-        let count = self.u32()? as usize;
-        if count > self.0.len() / 8 {
-            return Err(ControlError::Truncated);
-        }
-        (0..count).map(|_| self.u64().map(f64::from_bits)).collect()
-    }
 }
 
 impl ControlMsg {
@@ -283,6 +227,22 @@ impl ControlMsg {
                 w.u32(nanos.len() as u32);
                 nanos.iter().for_each(|&t| w.u64(t));
             }
+            ControlMsg::Telemetry(sample) => {
+                w.u8(12);
+                sample.encode_into(&mut w);
+            }
+            ControlMsg::Watch { detail } => {
+                w.u8(13);
+                w.u8(u8::from(*detail));
+            }
+            ControlMsg::Inject { spec } => {
+                w.u8(14);
+                w.bytes(spec.as_bytes());
+            }
+            ControlMsg::Go { op } => {
+                w.u8(15);
+                w.u64(*op);
+            }
         }
         let len = (w.0.len() - 4) as u32;
         w.0[..4].copy_from_slice(&len.to_le_bytes());
@@ -324,6 +284,12 @@ impl ControlMsg {
             9 => ControlMsg::Finished { pss_kb: r.u64()? },
             10 => ControlMsg::Shutdown,
             11 => ControlMsg::Timings { nanos: r.u64s()? },
+            12 => ControlMsg::Telemetry(RankSample::decode_from(&mut r)?),
+            13 => ControlMsg::Watch {
+                detail: r.u8()? != 0,
+            },
+            14 => ControlMsg::Inject { spec: r.string()? },
+            15 => ControlMsg::Go { op: r.u64()? },
             kind => return Err(ControlError::UnknownKind(kind)),
         };
         if !r.0.is_empty() {
@@ -419,6 +385,37 @@ mod tests {
             ControlMsg::Timings {
                 nanos: vec![5, 6, 700],
             },
+            ControlMsg::Telemetry(RankSample {
+                op: 3,
+                iteration: 17,
+                phase: ftcoll_algos::Phase::Running,
+                estimate: 0.25,
+                messages_sent: 99,
+                detections: 1,
+                inspection: None,
+            }),
+            ControlMsg::Telemetry(RankSample {
+                op: 3,
+                iteration: 17,
+                phase: ftcoll_algos::Phase::Done,
+                estimate: -1.0,
+                messages_sent: 99,
+                detections: 1,
+                inspection: Some(ftcoll_algos::inspect::Inspection {
+                    fields: vec![("weight".into(), "0.5".into())],
+                    table: Some(ftcoll_algos::inspect::InspectTable {
+                        columns: vec!["peer".into(), "flow".into()],
+                        rows: vec![vec!["1".into(), "0.25".into()]],
+                        omitted: 2,
+                    }),
+                    neighbours: vec![1, 2, 4],
+                }),
+            }),
+            ControlMsg::Watch { detail: true },
+            ControlMsg::Inject {
+                spec: "kill:rank=3".into(),
+            },
+            ControlMsg::Go { op: 8 },
         ]
     }
 

@@ -266,22 +266,94 @@ impl<P: Protocol> Simulation<P> {
     /// Runs until no event is pending, or a bound is hit, and reports.
     pub fn run(&mut self) -> SimReport {
         let wall = std::time::Instant::now();
-        while let Some((at, class, event)) = self.queue.pop() {
-            if self.report.events >= self.config.max_events || at > self.config.max_time {
-                self.report.truncated = true;
-                break;
-            }
-            self.report.events += 1;
-            self.sample_history(at);
-            self.dispatch(at, class, event);
-            if self.stop_requested {
-                self.stop_requested = false;
-                self.stop_all(at);
-            }
-        }
+        // Each pass handles one event; the event and time bounds end the loop.
+        while self.step_one() {}
         self.finish();
         self.report.wall_s = wall.elapsed().as_secs_f64();
         self.report.clone()
+    }
+
+    /// Handles the next event; false when none is left or a bound was hit.
+    pub(super) fn step_one(&mut self) -> bool {
+        let Some((at, class, event)) = self.queue.pop() else {
+            return false;
+        };
+        if self.report.events >= self.config.max_events || at > self.config.max_time {
+            self.report.truncated = true;
+            return false;
+        }
+        self.report.events += 1;
+        self.sample_history(at);
+        self.dispatch(at, class, event);
+        if self.stop_requested {
+            self.stop_requested = false;
+            self.stop_all(at);
+        }
+        true
+    }
+
+    /// Time of the next pending event.
+    pub(super) fn peek_time(&self) -> Option<Time> {
+        self.queue.peek_time()
+    }
+
+    /// The final report of a run driven by [`Simulation::run_until`].
+    pub(super) fn finish_report(&mut self) -> SimReport {
+        self.finish();
+        self.report.clone()
+    }
+
+    /// The report's counters so far.
+    pub(super) fn report_ref(&self) -> &SimReport {
+        &self.report
+    }
+
+    pub(super) fn ranks_per_node(&self) -> u32 {
+        self.config.ranks_per_node
+    }
+
+    pub(super) fn seed(&self) -> u64 {
+        self.config.seed
+    }
+
+    pub(super) fn is_stopped(&self, rank: Rank) -> bool {
+        self.slots.get(rank.index()).is_some_and(|s| s.stopped)
+    }
+
+    /// Queues a fault at `at`.
+    pub(super) fn schedule_fault(&mut self, at: Time, fault: TimedFault) {
+        self.queue
+            .push(at, EventClass::Fault, SimEvent::Fault(fault));
+    }
+
+    /// Messages `rank` sent so far, counted only for ranks with message flips planned; a rank
+    /// gets its count from now on.
+    pub(super) fn messages_sent_by(&mut self, rank: u32) -> u64 {
+        *self.sent_by_flipped.entry(rank).or_insert(0)
+    }
+
+    pub(super) fn add_message_flip(&mut self, rank: u32, flip: MessageFlip) {
+        self.plan.message_flips.entry(rank).or_default().push(flip);
+    }
+
+    /// Loss rate of one sender (`Some`) or of every sender.
+    pub(super) fn set_drop_rate(&mut self, rank: Option<u32>, rate: f64) {
+        match rank {
+            Some(rank) => {
+                self.plan.drop_rank.insert(rank, rate);
+            }
+            None => self.plan.drop_all = rate,
+        }
+    }
+
+    /// Flow-corruption rate of one rank (`Some`) or of every rank.
+    pub(super) fn set_flip_rate(&mut self, rank: Option<u32>, rate: f64) {
+        match rank {
+            Some(rank) => {
+                self.plan.flip_rate_rank.insert(rank, rate);
+            }
+            None => self.plan.flip_rate_all = rate,
+        }
     }
 
     fn dispatch(&mut self, at: Time, class: EventClass, event: SimEvent) {

@@ -13,6 +13,7 @@
 pub mod cost;
 mod engine;
 pub mod inputs;
+mod live;
 pub mod oracle;
 mod oracle_watch;
 pub mod plan;
@@ -22,6 +23,7 @@ pub mod trace;
 pub use cost::CostModel;
 pub use engine::Simulation;
 pub use inputs::{exact_aggregate, generate_inputs, rank_inputs, InputKind};
+pub use live::Slice;
 pub use oracle_watch::AllLiveOracle;
 
 use ftcoll_algos::{Rank, Time};
