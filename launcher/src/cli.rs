@@ -131,15 +131,22 @@ pub struct BenchArgs {
     pub json: Option<PathBuf>,
 }
 
+impl RunArgs {
+    /// The algorithm's name (`rdb` unless given).
+    pub fn algo_name(&self) -> &str {
+        self.algo.as_deref().unwrap_or("rdb")
+    }
+}
+
 /// Flags of a run.
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// Number of ranks.
     #[arg(short = 'n', long = "ranks", default_value_t = 16)]
     pub n: u32,
-    /// Algorithm (see the table below).
-    #[arg(long, default_value = "rdb")]
-    pub algo: String,
+    /// Algorithm (see the table below); default rdb, or pfcc when the console runs.
+    #[arg(long)]
+    pub algo: Option<String>,
     /// Run in the deterministic simulator (all ranks in this process, virtual time).
     #[arg(long)]
     pub sim: bool,

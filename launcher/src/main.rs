@@ -8,6 +8,7 @@ mod bench_allreduce;
 mod bench_era;
 mod bench_ftco;
 mod cli;
+mod console;
 mod experiments;
 mod live;
 mod report;
@@ -66,9 +67,17 @@ fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FTCOLL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     use std::io::IsTerminal;
+    // While the console owns the terminal, log lines would garble it: they are dropped.
+    let writer = || -> Box<dyn std::io::Write> {
+        if console::owns_terminal() {
+            Box::new(std::io::sink())
+        } else {
+            Box::new(std::io::stderr())
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

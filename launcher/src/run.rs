@@ -123,7 +123,7 @@ pub const LIVE_GOSSIP_PERIOD: &str = "1ms";
 
 /// The job and simulator configuration the flags describe.
 pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
-    let algo = Algorithm::parse(&args.algo)?;
+    let algo = Algorithm::parse(args.algo_name())?;
     let mut spec = JobSpec::new(algo, args.n);
     (spec.op, spec.input) = data_from_args(args)?;
     spec.input_len = args.len;
@@ -273,8 +273,15 @@ fn parse_detector(text: &str) -> anyhow::Result<DetectorModel> {
 
 /// Runs the job the flags describe.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    if crate::console::wanted(args) {
+        let args = &console_args(args);
+        if args.sim {
+            return crate::console::sim::run(args);
+        }
+        return run_live(args, true);
+    }
     if !args.sim {
-        return run_live(args);
+        return run_live(args, false);
     }
     let (spec, config) = job_from_args(args)?;
     let report = simulate(&spec, config.clone())?;
@@ -300,6 +307,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The flags under the console: a gossip reduction unless an algorithm is named, repeated
+/// until the user quits, slow enough on real ranks to watch.
+fn console_args(args: &RunArgs) -> RunArgs {
+    let mut args = args.clone();
+    args.algo
+        .get_or_insert_with(|| crate::console::DEFAULT_CONSOLE_ALGO.into());
+    if !args.sim {
+        args.gossip_period
+            .get_or_insert_with(|| crate::console::CONSOLE_GOSSIP_PERIOD.into());
+    }
+    args.ops = u64::MAX;
+    args
 }
 
 fn print_summary(spec: &JobSpec, report: &SimReport) {
@@ -353,8 +374,8 @@ fn print_summary(spec: &JobSpec, report: &SimReport) {
     }
 }
 
-/// A job on real rank processes.
-fn run_live(args: &RunArgs) -> anyhow::Result<()> {
+/// A job on real rank processes, watched by the console if `console`.
+fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
     use ftcoll_runtime::transport::TransportKind;
 
     use crate::live::{BuiltinJob, LiveSpec};
@@ -401,7 +422,7 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let algo = Algorithm::parse(&args.algo)?;
+    let algo = Algorithm::parse(args.algo_name())?;
     let is_gossip = algo.gossip_rule().is_some();
     if algo == Algorithm::Ardb {
         bail!("ardb runs in the simulator only (--sim)");
@@ -431,7 +452,7 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         program_args: vec![
             "__rank".into(),
             "--algo".into(),
-            args.algo.clone(),
+            args.algo_name().to_string(),
             "--op".into(),
             args.op.clone(),
             "--input".into(),
@@ -461,15 +482,19 @@ fn run_live(args: &RunArgs) -> anyhow::Result<()> {
         ]
         .into_iter()
         .chain(args.ftco_notices.then(|| "--ftco-notices".to_string()))
+        .chain(console.then(|| "--paced".to_string()))
         .chain(gossip_rank_args(args))
         .collect(),
         builtin: true,
         transport,
         faults,
     };
+    if console {
+        return crate::console::live::run(&spec, op, input);
+    }
     let outcome = crate::live::run(&spec)?;
     let job = BuiltinJob {
-        algo: args.algo.clone(),
+        algo: args.algo_name().to_string(),
         op,
         input,
         len: if algo == Algorithm::EraAgree {

@@ -63,6 +63,9 @@ impl Protocol for TimeoutsOnly {
     fn serve_until(&self) -> Option<Time> {
         self.0.serve_until()
     }
+    fn inspect(&self) -> ftcoll_algos::inspect::Inspection {
+        self.0.inspect()
+    }
 }
 
 impl Communicator {

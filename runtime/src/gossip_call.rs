@@ -94,6 +94,9 @@ impl Protocol for GossipRun {
     fn serve_until(&self) -> Option<Time> {
         self.inner().serve_until()
     }
+    fn inspect(&self) -> ftcoll_algos::inspect::Inspection {
+        self.inner().inspect()
+    }
 }
 
 /// Least linger of a finished rank after the last push it answered, in periods.

@@ -338,4 +338,63 @@ mod tests {
             "cut link"
         );
     }
+
+    #[test]
+    fn injected_faults_count_from_their_arrival() {
+        let mut faults = RankFaults::for_rank(&[], Rank(0), 1).unwrap();
+        let frame = ftcoll_algos::wire::encode(
+            ftcoll_algos::FrameHeader::new(
+                ftcoll_algos::AlgoId::Rdb,
+                2,
+                ftcoll_algos::OpId(1),
+                Rank(0),
+                1,
+            ),
+            ftcoll_algos::ValuesRef::F64(&[2.0]),
+        );
+        let mut scratch = Vec::new();
+        for _ in 0..5 {
+            assert!(faults
+                .outgoing(Rank(1), &frame, Duration::ZERO, &mut scratch)
+                .is_some());
+        }
+        // "The next message", though five went out before it arrived.
+        let now = Duration::from_millis(40);
+        faults
+            .inject(&FaultSpec::parse("flip-msg:rank=0,bit=63").unwrap(), now)
+            .unwrap();
+        faults
+            .inject(&FaultSpec::parse("cut:link=0-2,at=10ms").unwrap(), now)
+            .unwrap();
+        faults
+            .inject(&FaultSpec::parse("drop:rank=3,rate=1").unwrap(), now)
+            .unwrap();
+        let flipped = faults
+            .outgoing(Rank(1), &frame, now, &mut scratch)
+            .unwrap()
+            .to_vec();
+        let at = ftcoll_algos::wire::HEADER_BYTES;
+        let value: f64 = bytemuck::pod_read_unaligned(&flipped[at..at + 8]);
+        assert_eq!(value, -2.0);
+        assert!(
+            faults
+                .outgoing(Rank(2), &frame, now, &mut scratch)
+                .is_some(),
+            "the cut starts 10 ms after arrival"
+        );
+        assert!(faults
+            .outgoing(
+                Rank(2),
+                &frame,
+                now + Duration::from_millis(10),
+                &mut scratch
+            )
+            .is_none());
+        assert!(
+            faults
+                .outgoing(Rank(1), &frame, now, &mut scratch)
+                .is_some(),
+            "another rank's loss is not ours"
+        );
+    }
 }

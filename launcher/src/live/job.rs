@@ -20,6 +20,7 @@ use super::report::{FailureRecord, LiveOutcome};
 use super::server::{failure_notice, Conn, Refusal, Request};
 use super::spawn::{raise_fd_limit, random_bytes, spawn_rank, JobEnv};
 use crate::cli::RunArgs;
+use crate::console::live::{Flow, LiveConsole};
 
 const LISTENER: Token = Token(0);
 const PIDFD_BASE: usize = 1;
@@ -31,6 +32,8 @@ const BACKLOG_SAFE_RANKS: u64 = 4096;
 const SPAWN_BATCH: usize = 32;
 /// A rank must register within this long of being started.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest turn of the event loop while a console watches.
+const CONSOLE_TICK: Duration = Duration::from_millis(20);
 
 /// What the launcher knows of one rank.
 #[derive(Default)]
@@ -76,6 +79,14 @@ pub struct LiveSpec<'a> {
 
 /// Runs a real job and returns what happened.
 pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
+    run_with_console(spec, None)
+}
+
+/// Runs a real job watched by `console` (which paces its operations and injects faults).
+pub fn run_with_console(
+    spec: &LiveSpec<'_>,
+    mut console: Option<&mut LiveConsole>,
+) -> anyhow::Result<LiveOutcome> {
     let args = spec.args;
     let n = args.n;
     raise_fd_limit(2 * u64::from(n) + 64)?;
@@ -135,6 +146,11 @@ pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
             .and_then(|v| v.parse().ok())
             .unwrap_or(if n <= cores { 50 } else { 0 }),
         faults: args.faults.join(";"),
+        telemetry_ms: if console.is_some() {
+            crate::console::telemetry_period(n).as_millis() as u64
+        } else {
+            0
+        },
     };
     let launcher_faults = launcher_faults(&spec.faults, n, ranks_per_node)?;
 
@@ -160,6 +176,8 @@ pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
         suspect: Duration::from_millis(suspect_ms),
         launcher_faults,
         registered_pids: BTreeMap::new(),
+        console_events: console.is_some().then(Vec::new),
+        paused: false,
     };
     let mut events = Events::with_capacity(1024);
     // Every descriptor the launcher holds is copied into each child and closed again at its
@@ -205,10 +223,21 @@ pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
     tracing::info!(n, spawned_s, "ranks started");
 
     let job_timeout = Duration::from_secs(args.timeout_s);
-    let tick = Duration::from_millis((heartbeat_ms / 2).clamp(5, 250));
+    let mut tick = Duration::from_millis((heartbeat_ms / 2).clamp(5, 250));
+    if console.is_some() {
+        // Keys must feel immediate; the console draws at its own bounded rate.
+        tick = tick.min(CONSOLE_TICK);
+    }
     let mut timed_out = false;
     while state.ranks.iter().any(|r| !r.exited) {
-        if started.elapsed() > job_timeout {
+        if let Some(console) = console.as_deref_mut() {
+            state.feed_console(console);
+            if console.tick(&mut state)? == Flow::Quit {
+                state.kill_all();
+                state.reap_all_blocking();
+                break;
+            }
+        } else if started.elapsed() > job_timeout {
             timed_out = true;
             tracing::error!("job exceeded --timeout-s {}; killing it", args.timeout_s);
             state.kill_all();
@@ -316,6 +345,19 @@ struct Loop {
     suspect: Duration,
     launcher_faults: Vec<(Duration, LauncherFault)>,
     registered_pids: BTreeMap<u32, u32>,
+    /// What the console must hear of, drained every turn (`None`: no console).
+    console_events: Option<Vec<ConsoleEvent>>,
+    /// The console paused the job (every rank stopped): no suspicion meanwhile.
+    paused: bool,
+}
+
+/// Something the console hears of.
+enum ConsoleEvent {
+    Registered(u32),
+    Sample(u32, ftcoll_runtime::control::RankSample),
+    Reported(u32, u64),
+    Failed(u32, String),
+    Suspected(u32, &'static str),
 }
 
 impl Loop {
@@ -434,6 +476,9 @@ impl Loop {
                 }
                 slot.conn = Some(conn);
                 slot.address = Some(address.clone());
+                if let Some(events) = self.console_events.as_mut() {
+                    events.push(ConsoleEvent::Registered(rank));
+                }
                 slot.last_heartbeat = Some(Instant::now());
                 self.registered_pids.insert(rank, pid);
                 self.registered_count += 1;
@@ -481,8 +526,16 @@ impl Loop {
             Request::Report(rank, report) => {
                 let slot = &mut self.ranks[rank as usize];
                 slot.last_heartbeat = Some(Instant::now());
-                if slot.reports.len() < 1 << 20 {
+                if let Some(events) = self.console_events.as_mut() {
+                    // A console job runs until quit: keep no per-operation history.
+                    events.push(ConsoleEvent::Reported(rank, report.op));
+                } else if slot.reports.len() < 1 << 20 {
                     slot.reports.push(report);
+                }
+            }
+            Request::Telemetry(rank, sample) => {
+                if let Some(events) = self.console_events.as_mut() {
+                    events.push(ConsoleEvent::Sample(rank, sample));
                 }
             }
             Request::Timings(rank, nanos) => self.ranks[rank as usize].timings = nanos,
@@ -564,6 +617,9 @@ impl Loop {
         };
         let at_s = self.started.elapsed().as_secs_f64();
         tracing::warn!(rank, %how, at_s, "rank failed");
+        if let Some(events) = self.console_events.as_mut() {
+            events.push(ConsoleEvent::Failed(rank, how.clone()));
+        }
         self.failures.push(FailureRecord {
             rank,
             cause,
@@ -624,6 +680,9 @@ impl Loop {
             return;
         }
         slot.fenced = Some(cause);
+        if let Some(events) = self.console_events.as_mut() {
+            events.push(ConsoleEvent::Suspected(rank, cause.name()));
+        }
         tracing::warn!(
             rank,
             cause = cause.name(),
@@ -635,6 +694,9 @@ impl Loop {
     }
 
     fn check_liveness(&mut self, n: u32) {
+        if self.paused {
+            return;
+        }
         let now = Instant::now();
         for rank in 0..n {
             let slot = &self.ranks[rank as usize];
@@ -711,5 +773,89 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
         (Some(code), _) => format!("exited with status {code}"),
         (None, Some(signal)) => format!("killed by signal {signal}"),
         _ => "ended".to_string(),
+    }
+}
+
+impl Loop {
+    /// Hands the console what happened since the last turn.
+    fn feed_console(&mut self, console: &mut LiveConsole) {
+        let Some(events) = self.console_events.as_mut() else {
+            return;
+        };
+        for event in std::mem::take(events) {
+            match event {
+                ConsoleEvent::Registered(rank) => console.registered(rank, self),
+                ConsoleEvent::Sample(rank, sample) => console.sample(rank, sample),
+                ConsoleEvent::Reported(rank, op) => console.reported(rank, op),
+                ConsoleEvent::Failed(rank, how) => console.failed(rank, &how),
+                ConsoleEvent::Suspected(rank, why) => console.suspected(rank, why),
+            }
+        }
+    }
+
+    fn signal(&mut self, rank: u32, signal: rustix::process::Signal) {
+        let slot = &self.ranks[rank as usize];
+        if slot.exited {
+            return;
+        }
+        if let Some(pid) = rustix::process::Pid::from_raw(slot.pid as i32) {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+}
+
+impl crate::console::live::JobHandle for Loop {
+    fn kill(&mut self, rank: u32) {
+        if let Some(child) = self.ranks[rank as usize].child.as_mut() {
+            let _ = child.kill();
+        }
+    }
+
+    fn stop(&mut self, rank: u32) {
+        self.signal(rank, rustix::process::Signal::STOP);
+        self.ranks[rank as usize].stopped = true;
+    }
+
+    fn pause(&mut self, paused: bool) {
+        if paused == self.paused {
+            return;
+        }
+        self.paused = paused;
+        let signal = if paused {
+            rustix::process::Signal::STOP
+        } else {
+            rustix::process::Signal::CONT
+        };
+        for rank in 0..self.ranks.len() as u32 {
+            // A rank the user hung on purpose stays hung.
+            if !self.ranks[rank as usize].stopped {
+                self.signal(rank, signal);
+            }
+        }
+        if !paused {
+            // The pause was nobody's silence.
+            let now = Instant::now();
+            for slot in &mut self.ranks {
+                if slot.last_heartbeat.is_some() {
+                    slot.last_heartbeat = Some(now);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, rank: u32, msg: &ftcoll_runtime::control::ControlMsg) {
+        if (rank as usize) < self.ranks.len() {
+            self.send_to(rank, msg);
+        }
+    }
+
+    fn exited(&self, rank: u32) -> bool {
+        self.ranks.get(rank as usize).is_none_or(|r| r.exited)
+    }
+
+    fn suspected(&self, rank: u32) -> bool {
+        self.ranks
+            .get(rank as usize)
+            .is_some_and(|r| r.fenced.is_some() && !r.exited)
     }
 }

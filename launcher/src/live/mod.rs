@@ -12,5 +12,5 @@ mod report;
 mod server;
 mod spawn;
 
-pub use job::{run, LiveSpec};
+pub use job::{run, run_with_console, LiveSpec};
 pub use report::{BuiltinJob, Expected};

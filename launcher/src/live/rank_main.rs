@@ -102,6 +102,10 @@ pub struct RankArgs {
     /// pcf as printed.
     #[arg(long)]
     pub pcf_as_printed: bool,
+    /// Console-paced: wait for the launcher's go before each operation, and draw fresh inputs
+    /// for each (operation K from the seed of `console::op_seed`).
+    #[arg(long)]
+    pub paced: bool,
 }
 
 /// Runs one rank of the built-in job.
@@ -272,7 +276,19 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
         return bench(comm, collective, &mine, op, warmup, args.ops);
     }
     for index in 0..args.ops {
-        let mut data = mine.clone();
+        if args.paced && !comm.wait_for_go(index)? {
+            break;
+        }
+        let mut data = if args.paced && index > 0 && args.algo != "era-agree" {
+            rank_inputs(
+                input,
+                comm.rank(),
+                args.len,
+                crate::console::op_seed(args.seed, index),
+            )
+        } else {
+            mine.clone()
+        };
         let started = Instant::now();
         let result = collective.run(&mut comm, &mut data, op, gossip.as_ref());
         let nanos = started.elapsed().as_nanos() as u64;

@@ -57,6 +57,8 @@ pub enum Request {
     Report(u32, OpReport),
     /// Benchmark timings.
     Timings(u32, Vec<u64>),
+    /// A status sample for the console.
+    Telemetry(u32, ftcoll_runtime::control::RankSample),
     /// A rank is done.
     Finished {
         /// The rank.
@@ -235,6 +237,7 @@ impl Conn {
             (Some(rank), ControlMsg::Report(report)) => Ok(Request::Report(rank, report)),
             (Some(rank), ControlMsg::Finished { pss_kb }) => Ok(Request::Finished { rank, pss_kb }),
             (Some(rank), ControlMsg::Timings { nanos }) => Ok(Request::Timings(rank, nanos)),
+            (Some(rank), ControlMsg::Telemetry(sample)) => Ok(Request::Telemetry(rank, sample)),
             (Some(rank), other) => Err(Refusal::Bad(format!(
                 "rank {rank} sent unexpected {other:?}"
             ))),

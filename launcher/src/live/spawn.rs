@@ -31,6 +31,8 @@ pub struct JobEnv {
     pub faults: String,
     /// The agreement tree (`--era-tree`).
     pub era_tree: String,
+    /// Status-sample period for the console in ms (0: no console).
+    pub telemetry_ms: u64,
 }
 
 /// Starts rank `rank` running `program args`.
@@ -57,7 +59,12 @@ pub fn spawn_rank(
         .env("FTCOLL_SPIN_US", env.spin_us.to_string())
         .env("FTCOLL_FAULTS", &env.faults)
         .env("FTCOLL_ERA_TREE", &env.era_tree)
+        .env("FTCOLL_TELEMETRY_MS", env.telemetry_ms.to_string())
         .stdin(Stdio::null());
+    if env.telemetry_ms > 0 {
+        // The console owns the terminal: rank logs would garble it.
+        command.stderr(Stdio::null());
+    }
     if let Some(fd) = env.shm_fd {
         command.env("FTCOLL_SHM_FD", fd.to_string());
     }

@@ -320,6 +320,11 @@ impl<P: Protocol> Simulation<P> {
         self.slots.get(rank.index()).is_some_and(|s| s.stopped)
     }
 
+    /// Stops checking protocol invariants (a bit flip was injected: it breaks them by design).
+    pub(super) fn skip_invariant_checks(&mut self) {
+        self.check_invariants = false;
+    }
+
     /// Queues a fault at `at`.
     pub(super) fn schedule_fault(&mut self, at: Time, fault: TimedFault) {
         self.queue

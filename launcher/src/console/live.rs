@@ -1,0 +1,566 @@
+//! The console on a real job: rank samples in, frames and commands out.
+//!
+//! The launcher's event loop owns the job; it hands this console every sample, report and
+//! failure, and calls [`LiveConsole::tick`] once per turn. The console turns key presses into
+//! commands it carries out through [`JobHandle`] (kill and stop from the outside, everything
+//! else injected into the ranks it concerns, in the `--fault` vocabulary), paces operations,
+//! and draws at most [`super::FRAME_INTERVAL`] apart.
+
+use std::time::{Duration, Instant};
+
+use ftcoll_algos::{Phase, ReduceOp};
+use ftcoll_runtime::control::{ControlMsg, RankSample};
+use ftcoll_runtime::faults::FaultSpec;
+use ftcoll_runtime::sim::InputKind;
+use ftcoll_tui::{
+    App, Command, JobInfo, LogEntry, LogKind, RankDetail, RankState, TerminalSession, Update,
+};
+
+use super::{op_seed, Reference, FRAME_INTERVAL, HOLD};
+
+/// What the console needs of the launcher's job loop.
+pub trait JobHandle {
+    /// SIGKILLs `rank` (it is reported once reaped, like any death).
+    fn kill(&mut self, rank: u32);
+    /// SIGSTOPs `rank`: it hangs until the heartbeat detector fences it.
+    fn stop(&mut self, rank: u32);
+    /// Stops or continues every live rank (pause), suspending failure suspicion meanwhile.
+    fn pause(&mut self, paused: bool);
+    /// Queues a control message for `rank`.
+    fn send(&mut self, rank: u32, msg: &ControlMsg);
+    /// Whether `rank` has been reaped.
+    fn exited(&self, rank: u32) -> bool;
+    /// Whether `rank` is being killed on suspicion.
+    fn suspected(&self, rank: u32) -> bool;
+}
+
+/// What the job loop should do after a tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep going.
+    Continue,
+    /// The user quit: stop the job.
+    Quit,
+}
+
+/// How the job's inputs are drawn (for the reference answers).
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs {
+    /// Reduction operator.
+    pub op: ReduceOp,
+    /// Distribution.
+    pub kind: InputKind,
+    /// Elements per rank.
+    pub len: usize,
+    /// Job seed.
+    pub seed: u64,
+}
+
+/// The console of a real job.
+pub struct LiveConsole {
+    app: App,
+    session: Option<TerminalSession>,
+    inputs: Inputs,
+    started: Instant,
+    last_frame: Option<Instant>,
+    samples: Vec<Option<RankSample>>,
+    /// Operations each rank reported (one past the last reported index).
+    reported: Vec<u64>,
+    /// Checksum detections seen per rank in its current operation.
+    detections: Vec<u32>,
+    dead: Vec<bool>,
+    /// The last operation allowed to start.
+    allowed: u64,
+    reference: Reference,
+    /// When the finished current operation gives way to the next.
+    hold_until: Option<Instant>,
+    /// `n` was pressed: start the next operation as soon as this one ends.
+    skip_hold: bool,
+    selected: u32,
+}
+
+impl LiveConsole {
+    /// A console for `info`'s job; `session` is the terminal (None: headless, for tests and
+    /// benchmarks).
+    pub fn new(info: JobInfo, inputs: Inputs, session: Option<TerminalSession>) -> LiveConsole {
+        let n = info.n as usize;
+        let alive = vec![true; n];
+        LiveConsole {
+            app: App::new(info),
+            session,
+            reference: Reference::new(inputs.op, inputs.kind, inputs.len, inputs.seed, &alive),
+            inputs,
+            started: Instant::now(),
+            last_frame: None,
+            samples: vec![None; n],
+            reported: vec![0; n],
+            detections: vec![0; n],
+            dead: vec![false; n],
+            allowed: 0,
+            hold_until: None,
+            skip_hold: false,
+            selected: 0,
+        }
+    }
+
+    /// The console's model (tests).
+    #[cfg(test)]
+    pub fn app(&self) -> &App {
+        &self.app
+    }
+
+    /// A rank registered: tell it which operations may run and whether it is watched.
+    pub fn registered(&mut self, rank: u32, job: &mut dyn JobHandle) {
+        job.send(rank, &ControlMsg::Go { op: self.allowed });
+        if rank == self.selected {
+            job.send(rank, &ControlMsg::Watch { detail: true });
+        }
+    }
+
+    /// A status sample arrived.
+    pub fn sample(&mut self, rank: u32, sample: RankSample) {
+        let Some(slot) = self.samples.get(rank as usize) else {
+            return;
+        };
+        let previous = slot
+            .as_ref()
+            .map_or((u64::MAX, 0), |s| (s.op, s.detections));
+        let fresh = if previous.0 == sample.op {
+            sample.detections.saturating_sub(previous.1)
+        } else {
+            sample.detections
+        };
+        if fresh > 0 {
+            self.log(
+                LogKind::Failure,
+                format!(
+                    "rank {rank} found corrupted state by checksum ({} in op {})",
+                    sample.detections, sample.op
+                ),
+            );
+        }
+        self.detections[rank as usize] = sample.detections;
+        self.samples[rank as usize] = Some(sample);
+    }
+
+    /// A rank reported the outcome of operation `op`.
+    pub fn reported(&mut self, rank: u32, op: u64) {
+        if let Some(count) = self.reported.get_mut(rank as usize) {
+            *count = (*count).max(op + 1);
+        }
+    }
+
+    /// The launcher found `rank` dead (`how`: its exit, or the reason it was killed).
+    pub fn failed(&mut self, rank: u32, how: &str) {
+        if let Some(dead) = self.dead.get_mut(rank as usize) {
+            *dead = true;
+        }
+        self.reference.update(&self.alive());
+        self.log(
+            LogKind::Failure,
+            format!("launcher: rank {rank} failed ({how}); survivors notified"),
+        );
+    }
+
+    /// The heartbeat detector suspects `rank` (it is being killed).
+    pub fn suspected(&mut self, rank: u32, why: &str) {
+        self.log(
+            LogKind::Failure,
+            format!("launcher: rank {rank} suspected ({why}); killing it before anyone is told"),
+        );
+    }
+
+    fn alive(&self) -> Vec<bool> {
+        self.dead.iter().map(|d| !d).collect()
+    }
+
+    fn elapsed_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn log(&mut self, kind: LogKind, text: String) {
+        let at_s = self.elapsed_s();
+        self.app.log(LogEntry { at_s, kind, text });
+    }
+
+    /// One turn: keys, pacing, and a frame if one is due.
+    pub fn tick(&mut self, job: &mut dyn JobHandle) -> std::io::Result<Flow> {
+        let actions = match self.session.as_mut() {
+            Some(session) => {
+                // Up and down move by a row of the map as drawn at this size.
+                let (width, height) = session.size()?;
+                self.app.set_viewport(width, height);
+                session.poll_actions(Duration::ZERO)?
+            }
+            None => Vec::new(),
+        };
+        for action in actions {
+            for command in self.app.apply(action) {
+                if self.execute(command, job) == Flow::Quit {
+                    return Ok(Flow::Quit);
+                }
+            }
+        }
+        self.pace(job);
+        let due = self
+            .last_frame
+            .is_none_or(|t| t.elapsed() >= FRAME_INTERVAL);
+        if due {
+            self.last_frame = Some(Instant::now());
+            let update = self.update(job);
+            self.app.update(update);
+            if let Some(session) = self.session.as_mut() {
+                session.draw(&self.app)?;
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Carries out one command (public for tests without a terminal).
+    pub fn execute(&mut self, command: Command, job: &mut dyn JobHandle) -> Flow {
+        match command {
+            Command::Quit => return Flow::Quit,
+            Command::Pause => job.pause(true),
+            Command::Resume => job.pause(false),
+            Command::NewOperation => {
+                self.skip_hold = true;
+                if self.hold_until.is_some() {
+                    self.hold_until = Some(Instant::now());
+                }
+            }
+            Command::Select(rank) => {
+                job.send(self.selected, &ControlMsg::Watch { detail: false });
+                self.selected = rank;
+                job.send(rank, &ControlMsg::Watch { detail: true });
+            }
+            Command::Fault(text) => self.inject(&text, job),
+        }
+        Flow::Continue
+    }
+
+    fn inject(&mut self, text: &str, job: &mut dyn JobHandle) {
+        let spec = match FaultSpec::parse(text) {
+            Ok(spec) => spec,
+            Err(error) => {
+                self.log(LogKind::Info, format!("refused {text}: {error}"));
+                return;
+            }
+        };
+        let n = self.dead.len() as u32;
+        let per_node = self.app.info().ranks_per_node.max(1);
+        let inject = |rank: u32, job: &mut dyn JobHandle| {
+            job.send(
+                rank,
+                &ControlMsg::Inject {
+                    spec: text.to_string(),
+                },
+            )
+        };
+        match spec {
+            FaultSpec::Kill { rank, .. } if rank.0 < n => job.kill(rank.0),
+            FaultSpec::KillNode { node, .. } => {
+                let first = node.saturating_mul(per_node);
+                for rank in first..first.saturating_add(per_node).min(n) {
+                    job.kill(rank);
+                }
+            }
+            FaultSpec::Stop { rank, .. } if rank.0 < n => job.stop(rank.0),
+            FaultSpec::Cut { a, b, .. } if a.0 < n && b.0 < n => {
+                inject(a.0, job);
+                inject(b.0, job);
+            }
+            FaultSpec::Drop { rank: None, .. } | FaultSpec::FlipRate { rank: None, .. } => {
+                (0..n).for_each(|r| inject(r, job))
+            }
+            FaultSpec::FlipMessage { rank, .. }
+            | FaultSpec::FlipState { rank, .. }
+            | FaultSpec::Slow { rank, .. }
+            | FaultSpec::Drop {
+                rank: Some(rank), ..
+            }
+            | FaultSpec::FlipRate {
+                rank: Some(rank), ..
+            } if rank.0 < n => inject(rank.0, job),
+            _ => self.log(LogKind::Info, format!("{text}: not applicable to this job")),
+        }
+    }
+
+    /// Starts the next operation when every live rank finished this one and the hold passed.
+    fn pace(&mut self, job: &mut dyn JobHandle) {
+        let all_done = (0..self.dead.len())
+            .filter(|&r| !self.dead[r] && !job.exited(r as u32))
+            .all(|r| self.reported[r] > self.allowed);
+        if !all_done {
+            return;
+        }
+        let now = Instant::now();
+        let until = *self
+            .hold_until
+            .get_or_insert(if self.skip_hold { now } else { now + HOLD });
+        if now < until {
+            return;
+        }
+        self.allowed += 1;
+        self.hold_until = None;
+        self.skip_hold = false;
+        let alive = self.alive();
+        let inputs = self.inputs;
+        self.reference = Reference::new(
+            inputs.op,
+            inputs.kind,
+            inputs.len,
+            op_seed(inputs.seed, self.allowed),
+            &alive,
+        );
+        for rank in 0..self.dead.len() as u32 {
+            if !self.dead[rank as usize] {
+                job.send(rank, &ControlMsg::Go { op: self.allowed });
+            }
+        }
+        self.log(
+            LogKind::Info,
+            format!("operation {} started with fresh inputs", self.allowed),
+        );
+    }
+
+    /// The frame for the console.
+    fn update(&self, job: &dyn JobHandle) -> Update {
+        let n = self.dead.len();
+        let mut states = Vec::with_capacity(n);
+        let mut errors = Vec::with_capacity(n);
+        let mut round = 0;
+        let mut messages_total = 0;
+        for rank in 0..n {
+            let sample = self.samples[rank].as_ref();
+            messages_total += sample.map_or(0, |s| s.messages_sent);
+            let current = sample.filter(|s| s.op == self.allowed);
+            round = round.max(current.map_or(0, |s| s.iteration));
+            states.push(self.state_of(rank, job));
+            errors.push(current.map_or(f32::NAN, |s| self.reference.error(s.estimate) as f32));
+        }
+        let detail = self.samples[self.selected as usize]
+            .as_ref()
+            .map(|sample| RankDetail {
+                rank: self.selected,
+                state: states[self.selected as usize],
+                phase: format!("{:?}", sample.phase),
+                iteration: sample.iteration,
+                estimate: sample.estimate,
+                error: errors[self.selected as usize],
+                inspection: sample.inspection.clone().unwrap_or_default(),
+            });
+        Update {
+            elapsed_s: self.elapsed_s(),
+            time_label: String::new(),
+            op: self.allowed,
+            round,
+            states,
+            errors,
+            messages_total,
+            detail,
+        }
+    }
+
+    fn state_of(&self, rank: usize, job: &dyn JobHandle) -> RankState {
+        if self.dead[rank] || job.exited(rank as u32) {
+            return RankState::Dead;
+        }
+        if job.suspected(rank as u32) {
+            return RankState::Suspected;
+        }
+        match self.samples[rank].as_ref() {
+            Some(s) if s.op == self.allowed && s.phase == Phase::Running => RankState::Running,
+            Some(s) if s.op == self.allowed && matches!(s.phase, Phase::Done | Phase::Aborted) => {
+                RankState::Done
+            }
+            _ if self.reported[rank] > self.allowed => RankState::Done,
+            _ => RankState::Starting,
+        }
+    }
+}
+
+/// Runs `spec` (the built-in job, paced) under the console until the user quits.
+pub fn run(spec: &crate::live::LiveSpec<'_>, op: ReduceOp, kind: InputKind) -> anyhow::Result<()> {
+    let args = spec.args;
+    let info = JobInfo {
+        algo: args.algo_name().to_string(),
+        n: args.n,
+        transport: spec.transport.name().to_string(),
+        simulated: false,
+        value_bits: super::value_bits(args),
+        ranks_per_node: args.ranks_per_node.unwrap_or(args.n).clamp(1, args.n),
+        seed: args.seed,
+    };
+    let inputs = Inputs {
+        op,
+        kind,
+        len: args.len,
+        seed: args.seed,
+    };
+    let session = TerminalSession::open().map_err(|e| {
+        anyhow::anyhow!("cannot open the console ({e}); pass --no-tui to run headless")
+    })?;
+    super::set_owns_terminal(true);
+    let mut console = LiveConsole::new(info, inputs, Some(session));
+    let outcome = crate::live::run_with_console(spec, Some(&mut console));
+    // Closing the session gives the terminal back before anything is printed.
+    console.session = None;
+    super::set_owns_terminal(false);
+    let outcome = outcome?;
+    println!(
+        "{} ranks ({}), {}: {} operations in {:.1} s",
+        args.n,
+        spec.transport,
+        args.algo_name(),
+        console.allowed + 1,
+        outcome.wall_s
+    );
+    outcome.print_failures();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A job loop stand-in that records what the console asked of it.
+    #[derive(Default)]
+    struct FakeJob {
+        killed: Vec<u32>,
+        stopped: Vec<u32>,
+        paused: Option<bool>,
+        sent: Vec<(u32, ControlMsg)>,
+    }
+
+    impl JobHandle for FakeJob {
+        fn kill(&mut self, rank: u32) {
+            self.killed.push(rank);
+        }
+        fn stop(&mut self, rank: u32) {
+            self.stopped.push(rank);
+        }
+        fn pause(&mut self, paused: bool) {
+            self.paused = Some(paused);
+        }
+        fn send(&mut self, rank: u32, msg: &ControlMsg) {
+            self.sent.push((rank, msg.clone()));
+        }
+        fn exited(&self, rank: u32) -> bool {
+            self.killed.contains(&rank)
+        }
+        fn suspected(&self, _rank: u32) -> bool {
+            false
+        }
+    }
+
+    fn console(n: u32) -> LiveConsole {
+        let info = JobInfo {
+            algo: "pfcc".into(),
+            n,
+            transport: "shm".into(),
+            simulated: false,
+            value_bits: 64,
+            ranks_per_node: 2,
+            seed: 1,
+        };
+        let inputs = Inputs {
+            op: ReduceOp::Sum,
+            kind: InputKind::RankId,
+            len: 1,
+            seed: 1,
+        };
+        LiveConsole::new(info, inputs, None)
+    }
+
+    fn log_text(console: &LiveConsole) -> String {
+        console
+            .app()
+            .log_entries()
+            .iter()
+            .map(|e| e.text.clone())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn faults_go_to_the_launcher_or_to_the_ranks_they_concern() {
+        let mut job = FakeJob::default();
+        let mut console = console(4);
+        let fault = |text: &str| Command::Fault(text.to_string());
+        console.execute(fault("kill:rank=2"), &mut job);
+        console.execute(fault("kill-node:node=0"), &mut job);
+        console.execute(fault("stop:rank=3"), &mut job);
+        assert_eq!(job.killed, [2, 0, 1]);
+        assert_eq!(job.stopped, [3]);
+        console.execute(fault("cut:link=1-3"), &mut job);
+        console.execute(fault("flip-msg:rank=1,bit=52"), &mut job);
+        let injected: Vec<u32> = job
+            .sent
+            .iter()
+            .filter(|(_, m)| matches!(m, ControlMsg::Inject { .. }))
+            .map(|(r, _)| *r)
+            .collect();
+        assert_eq!(injected, [1, 3, 1]);
+        console.execute(fault("kill:rank=99"), &mut job);
+        console.execute(fault("bogus"), &mut job);
+        assert_eq!(
+            job.killed,
+            [2, 0, 1],
+            "out-of-range and malformed specs do nothing"
+        );
+        let log = log_text(&console);
+        assert!(log.contains("refused bogus"), "{log}");
+        assert!(log.contains("kill:rank=99: not applicable"), "{log}");
+        assert_eq!(console.execute(Command::Pause, &mut job), Flow::Continue);
+        assert_eq!(job.paused, Some(true));
+        assert_eq!(console.execute(Command::Quit, &mut job), Flow::Quit);
+    }
+
+    #[test]
+    fn operations_are_paced_and_errors_follow_the_survivors() {
+        let mut job = FakeJob::default();
+        let mut console = console(4);
+        for rank in 0..4 {
+            console.registered(rank, &mut job);
+        }
+        let gos = |job: &FakeJob, op: u64| {
+            job.sent
+                .iter()
+                .filter(|(_, m)| *m == ControlMsg::Go { op })
+                .count()
+        };
+        assert_eq!(gos(&job, 0), 4);
+        assert!(job.sent.contains(&(0, ControlMsg::Watch { detail: true })));
+        // Inputs are the ranks' ids: the sum is 6, or 3 once rank 3 is dead.
+        let sample = |estimate: f64, detections: u32| RankSample {
+            op: 0,
+            iteration: 9,
+            phase: Phase::Done,
+            estimate,
+            messages_sent: 10,
+            detections,
+            inspection: None,
+        };
+        console.sample(0, sample(6.0, 0));
+        console.sample(1, sample(3.0, 0));
+        console.sample(2, sample(4.5, 1));
+        assert!(log_text(&console).contains("rank 2 found corrupted state by checksum"));
+        console.failed(3, "killed by signal 9");
+        for rank in 0..3 {
+            console.reported(rank, 0);
+        }
+        console.execute(Command::NewOperation, &mut job);
+        console.tick(&mut job).unwrap();
+        assert_eq!(gos(&job, 1), 3, "the next operation starts at once on n");
+        let errors = &console.app().latest().unwrap().errors;
+        assert!(
+            errors[0..3].iter().all(|e| e.is_nan()),
+            "op 1 has no samples yet"
+        );
+        let log = log_text(&console);
+        assert!(log.contains("rank 3 failed"), "{log}");
+        assert!(log.contains("operation 1 started"), "{log}");
+    }
+}

@@ -1,0 +1,104 @@
+//! The live console (`tui/`) wired to jobs: real ones (telemetry over the control plane, faults
+//! injected through the launcher) and simulated ones (`--sim`, stepped in virtual time).
+//!
+//! The console opens when the launcher's output is a terminal and `--no-tui` is not given. It
+//! runs repeated operations with fresh inputs (paced by the launcher: each one starts when every
+//! live rank finished the previous one and a short hold has passed, or at once on `n`), so there
+//! is always something converging to watch.
+
+pub mod live;
+mod reference;
+pub mod sim;
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub use reference::Reference;
+
+use crate::cli::RunArgs;
+
+/// The algorithm the console runs when none is given: Push-Flow with cooperative correction
+/// converges visibly and survives crashes, failed links and bit flips (000 Sec. 4).
+pub const DEFAULT_CONSOLE_ALGO: &str = "pfcc";
+/// Time between gossip pushes on real ranks under the console, unless `--gossip-period` says
+/// otherwise: slow enough that convergence takes a second or two to watch.
+pub const CONSOLE_GOSSIP_PERIOD: &str = "20ms";
+/// How long a finished operation stays on screen before the next one starts.
+pub const HOLD: Duration = Duration::from_secs(2);
+/// Most frames drawn per second.
+pub const FRAME_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Set while a console owns the terminal: log lines would garble it, so they are dropped.
+static CONSOLE_OWNS_TERMINAL: AtomicBool = AtomicBool::new(false);
+
+/// Whether log output must be suppressed (see `main`'s log writer).
+pub fn owns_terminal() -> bool {
+    CONSOLE_OWNS_TERMINAL.load(Ordering::Relaxed)
+}
+
+/// Marks the terminal as the console's (or not).
+pub fn set_owns_terminal(owned: bool) {
+    CONSOLE_OWNS_TERMINAL.store(owned, Ordering::Relaxed);
+}
+
+/// Whether a run with these flags opens the console: the built-in job (not a user program),
+/// with a terminal on both ends and no `--no-tui`.
+pub fn wanted(args: &RunArgs) -> bool {
+    !args.no_tui
+        && args.program.is_empty()
+        && std::io::stdout().is_terminal()
+        && std::io::stdin().is_terminal()
+}
+
+/// The seed of operation `op`'s inputs: operation 0 uses the job's seed (so a one-operation
+/// job draws what the headless job draws), later ones fresh inputs.
+pub fn op_seed(seed: u64, op: u64) -> u64 {
+    if op == 0 {
+        seed
+    } else {
+        seed ^ op.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+}
+
+/// Status-sample period of each rank for a job of `n` ranks: 100 ms up to 400 ranks, then
+/// longer so that the launcher takes in at most about 4,000 samples a second.
+pub fn telemetry_period(n: u32) -> Duration {
+    Duration::from_millis((u64::from(n) / 4).clamp(100, 1000))
+}
+
+/// Bits a flip may target in the job's values.
+pub fn value_bits(args: &RunArgs) -> u32 {
+    let single = match args.precision.as_deref() {
+        Some("f32") => true,
+        Some(_) => false,
+        None => matches!(args.algo_name(), "hps" | "hpflc"),
+    };
+    if single {
+        32
+    } else {
+        64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn telemetry_intake_is_bounded() {
+        for n in [1, 16, 400, 4096, 1 << 20] {
+            let per_second = f64::from(n) / telemetry_period(n).as_secs_f64();
+            assert!(per_second <= 4096.0 + 1.0 || n > 4096, "{n}: {per_second}");
+        }
+        assert_eq!(telemetry_period(16), Duration::from_millis(100));
+        assert_eq!(telemetry_period(4096), Duration::from_millis(1000));
+    }
+
+    #[test]
+    fn operation_zero_keeps_the_job_seed() {
+        assert_eq!(op_seed(7, 0), 7);
+        assert_ne!(op_seed(7, 1), 7);
+        assert_ne!(op_seed(7, 1), op_seed(7, 2));
+    }
+}
