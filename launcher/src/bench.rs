@@ -30,8 +30,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "corrected" => crate::bench_allreduce::run_corrected(args),
         "era" => crate::bench_era::run(args),
         "ftco" => crate::bench_ftco::run(args),
+        "console" => crate::console::bench::run(args),
         other => {
-            bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected, era, ftco")
+            bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected, era, ftco, console")
         }
     }
 }

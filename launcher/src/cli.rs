@@ -88,7 +88,8 @@ pub struct BenchArgs {
     /// (corrected-tree allreduce beside rdb, with dead ranks), or `era` (agreement latency
     /// beside the allreduce and ULFM, and the cost of a failure by the failed rank's role), or
     /// `ftco` (FTCO allreduce with offline faults, 004 Table 1, and against the ULFM way,
-    /// Fig. 6).
+    /// Fig. 6), or `console` (the launcher's CPU while the console watches N ranks, beside
+    /// the same job unwatched).
     pub name: String,
     /// Ranks for `allreduce`, comma-separated.
     #[arg(long, default_value = "2,4,8,16")]
@@ -126,6 +127,15 @@ pub struct BenchArgs {
     /// Where Open MPI 5 with ULFM is installed, for `era`'s side-by-side figures.
     #[arg(long, default_value = "/opt/ulfm")]
     pub ulfm_prefix: PathBuf,
+    /// Ranks of `console`, comma-separated.
+    #[arg(long, default_value = "4096")]
+    pub console_sizes: String,
+    /// `console`: seconds after wire-up before measuring.
+    #[arg(long, default_value_t = 5.0)]
+    pub warmup_s: f64,
+    /// `console`: seconds measured.
+    #[arg(long, default_value_t = 10.0)]
+    pub window_s: f64,
     /// Write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -445,50 +445,7 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
     } else {
         data_from_args(args)?
     };
-    let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
-    let spec = LiveSpec {
-        args,
-        program: exe.to_string_lossy().into_owned(),
-        program_args: vec![
-            "__rank".into(),
-            "--algo".into(),
-            args.algo_name().to_string(),
-            "--op".into(),
-            args.op.clone(),
-            "--input".into(),
-            args.input.clone(),
-            "--len".into(),
-            args.len.to_string(),
-            "--seed".into(),
-            args.seed.to_string(),
-            "--ops".into(),
-            args.ops.to_string(),
-            "--tolerate".into(),
-            args.tolerate.to_string(),
-            "--failure-info".into(),
-            args.failure_info.clone(),
-            "--correction".into(),
-            args.correction.clone(),
-            "--ftco-tree".into(),
-            args.ftco_tree.clone(),
-            "--ftco-roots".into(),
-            args.ftco_roots.to_string(),
-            "--detect-timeout".into(),
-            args.detect_timeout
-                .clone()
-                .unwrap_or_else(|| LIVE_DETECT_TIMEOUT.into()),
-            "--service-distance".into(),
-            args.service_distance.clone(),
-        ]
-        .into_iter()
-        .chain(args.ftco_notices.then(|| "--ftco-notices".to_string()))
-        .chain(console.then(|| "--paced".to_string()))
-        .chain(gossip_rank_args(args))
-        .collect(),
-        builtin: true,
-        transport,
-        faults,
-    };
+    let spec = builtin_spec(args, transport, faults, console)?;
     if console {
         return crate::console::live::run(&spec, op, input);
     }
@@ -536,4 +493,60 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
         bail!("the job timed out");
     }
     Ok(())
+}
+
+/// The built-in job on real ranks: this program, started N times in rank mode with the flags'
+/// algorithm and options (`--paced` under the console).
+pub fn builtin_spec(
+    args: &RunArgs,
+    transport: ftcoll_runtime::transport::TransportKind,
+    faults: Vec<FaultSpec>,
+    console: bool,
+) -> anyhow::Result<crate::live::LiveSpec<'_>> {
+    use crate::live::LiveSpec;
+
+    let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
+    Ok(LiveSpec {
+        args,
+        program: exe.to_string_lossy().into_owned(),
+        program_args: vec![
+            "__rank".into(),
+            "--algo".into(),
+            args.algo_name().to_string(),
+            "--op".into(),
+            args.op.clone(),
+            "--input".into(),
+            args.input.clone(),
+            "--len".into(),
+            args.len.to_string(),
+            "--seed".into(),
+            args.seed.to_string(),
+            "--ops".into(),
+            args.ops.to_string(),
+            "--tolerate".into(),
+            args.tolerate.to_string(),
+            "--failure-info".into(),
+            args.failure_info.clone(),
+            "--correction".into(),
+            args.correction.clone(),
+            "--ftco-tree".into(),
+            args.ftco_tree.clone(),
+            "--ftco-roots".into(),
+            args.ftco_roots.to_string(),
+            "--detect-timeout".into(),
+            args.detect_timeout
+                .clone()
+                .unwrap_or_else(|| LIVE_DETECT_TIMEOUT.into()),
+            "--service-distance".into(),
+            args.service_distance.clone(),
+        ]
+        .into_iter()
+        .chain(args.ftco_notices.then(|| "--ftco-notices".to_string()))
+        .chain(console.then(|| "--paced".to_string()))
+        .chain(gossip_rank_args(args))
+        .collect(),
+        builtin: true,
+        transport,
+        faults,
+    })
 }

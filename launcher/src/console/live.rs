@@ -77,6 +77,14 @@ pub struct LiveConsole {
     /// `n` was pressed: start the next operation as soon as this one ends.
     skip_hold: bool,
     selected: u32,
+    /// Whether ranks send samples (false: the benchmark's reference, a job nobody watches).
+    telemetry: bool,
+    /// Ranks registered so far.
+    registered: u32,
+    /// Samples taken in so far.
+    samples_in: u64,
+    /// Benchmark mode: the measuring window, after which the job stops.
+    bench: Option<super::bench::BenchWindow>,
 }
 
 impl LiveConsole {
@@ -100,7 +108,36 @@ impl LiveConsole {
             hold_until: None,
             skip_hold: false,
             selected: 0,
+            telemetry: true,
+            registered: 0,
+            samples_in: 0,
+            bench: None,
         }
+    }
+
+    /// A console without a terminal for `bench console`: with `telemetry`, ranks sample and
+    /// frames are rendered off-screen at the usual rate; without, neither happens. The job stops
+    /// when `window` is over.
+    pub fn headless(
+        info: JobInfo,
+        inputs: Inputs,
+        telemetry: bool,
+        window: super::bench::BenchWindow,
+    ) -> LiveConsole {
+        let mut console = LiveConsole::new(info, inputs, None);
+        console.telemetry = telemetry;
+        console.bench = Some(window);
+        console
+    }
+
+    /// Whether ranks should send status samples.
+    pub fn telemetry(&self) -> bool {
+        self.telemetry
+    }
+
+    /// The benchmark's figures: launcher cores, samples per second.
+    pub fn bench_result(&self) -> Option<(f64, f64)> {
+        self.bench.as_ref().and_then(|b| b.result)
     }
 
     /// The console's model (tests).
@@ -111,6 +148,7 @@ impl LiveConsole {
 
     /// A rank registered: tell it which operations may run and whether it is watched.
     pub fn registered(&mut self, rank: u32, job: &mut dyn JobHandle) {
+        self.registered += 1;
         job.send(rank, &ControlMsg::Go { op: self.allowed });
         if rank == self.selected {
             job.send(rank, &ControlMsg::Watch { detail: true });
@@ -122,6 +160,7 @@ impl LiveConsole {
         let Some(slot) = self.samples.get(rank as usize) else {
             return;
         };
+        self.samples_in += 1;
         let previous = slot
             .as_ref()
             .map_or((u64::MAX, 0), |s| (s.op, s.detections));
@@ -202,15 +241,26 @@ impl LiveConsole {
             }
         }
         self.pace(job);
+        let n = self.dead.len() as u32;
+        if let Some(window) = self.bench.as_mut() {
+            if window.poll(self.registered >= n, self.samples_in) {
+                return Ok(Flow::Quit);
+            }
+        }
         let due = self
             .last_frame
             .is_none_or(|t| t.elapsed() >= FRAME_INTERVAL);
-        if due {
+        if due && self.telemetry {
             self.last_frame = Some(Instant::now());
             let update = self.update(job);
             self.app.update(update);
-            if let Some(session) = self.session.as_mut() {
-                session.draw(&self.app)?;
+            match self.session.as_mut() {
+                Some(session) => session.draw(&self.app)?,
+                // Benchmark mode: the same drawing, into a buffer.
+                None if self.bench.is_some() => {
+                    std::hint::black_box(ftcoll_tui::capture(&self.app, 120, 40));
+                }
+                None => {}
             }
         }
         Ok(Flow::Continue)

@@ -146,7 +146,7 @@ pub fn run_with_console(
             .and_then(|v| v.parse().ok())
             .unwrap_or(if n <= cores { 50 } else { 0 }),
         faults: args.faults.join(";"),
-        telemetry_ms: if console.is_some() {
+        telemetry_ms: if console.as_ref().is_some_and(|c| c.telemetry()) {
             crate::console::telemetry_period(n).as_millis() as u64
         } else {
             0

@@ -1,0 +1,180 @@
+//! `ftcoll-launch bench console`: what watching a job costs the launcher.
+//!
+//! The bound: with 4096 ranks, the launcher and the console together stay below a
+//! tenth of a core in steady state. The benchmark runs the console's job (pfcc, paced, fresh
+//! inputs) twice side by side: with the console (every rank sampling at its period, the
+//! launcher aggregating, a 120x40 frame rendered off-screen ten times a second) and without
+//! it (the same paced job, no samples, no frames). Each run measures the launcher process's own
+//! CPU time over a window after wire-up and a warm-up; the figure is CPU seconds per wall
+//! second (cores), median over the repeats.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use serde::Serialize;
+
+use super::live::{Inputs, LiveConsole};
+use crate::cli::{BenchArgs, Cli};
+
+/// The measuring window of one run.
+#[derive(Clone, Debug)]
+pub struct BenchWindow {
+    warmup: Duration,
+    window: Duration,
+    wired: Option<Instant>,
+    start: Option<(Instant, f64, u64)>,
+    /// Launcher cores used over the window, and samples taken in per second.
+    pub result: Option<(f64, f64)>,
+}
+
+impl BenchWindow {
+    /// Measures for `window` after `warmup` past wire-up.
+    pub fn new(warmup: Duration, window: Duration) -> BenchWindow {
+        BenchWindow {
+            warmup,
+            window,
+            wired: None,
+            start: None,
+            result: None,
+        }
+    }
+
+    /// Called every turn; true when the window is over (the job should stop).
+    pub fn poll(&mut self, all_registered: bool, samples_in: u64) -> bool {
+        let now = Instant::now();
+        if !all_registered {
+            return false;
+        }
+        let wired = *self.wired.get_or_insert(now);
+        match self.start {
+            None if now.duration_since(wired) >= self.warmup => {
+                self.start = Some((now, process_cpu_s(), samples_in));
+                false
+            }
+            Some((at, cpu, samples)) if now.duration_since(at) >= self.window => {
+                let wall = now.duration_since(at).as_secs_f64();
+                self.result = Some((
+                    (process_cpu_s() - cpu) / wall,
+                    (samples_in - samples) as f64 / wall,
+                ));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// CPU seconds (user + system) this process used so far, all threads.
+pub fn process_cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may contain spaces) start at the state, field 3.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the state.
+    let total = ticks(11) + ticks(12);
+    total as f64 / rustix::param::clock_ticks_per_second() as f64
+}
+
+#[derive(Serialize)]
+struct Row {
+    n: u32,
+    variant: &'static str,
+    launcher_cores_median: f64,
+    launcher_cores_runs: Vec<f64>,
+    samples_per_s_median: f64,
+}
+
+/// Runs the benchmark.
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let sizes = crate::bench_allreduce::parse_sizes(&args.console_sizes, 1)?;
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        for (variant, console) in [("without console", false), ("with console", true)] {
+            let mut cores = Vec::new();
+            let mut rates = Vec::new();
+            for _ in 0..args.repeat.max(1) {
+                let (c, r) = one_run(n, console, args)?;
+                cores.push(c);
+                rates.push(r);
+            }
+            let row = Row {
+                n,
+                variant,
+                launcher_cores_median: crate::bench::median(&mut cores.clone()),
+                launcher_cores_runs: cores,
+                samples_per_s_median: crate::bench::median(&mut rates),
+            };
+            println!(
+                "N={n:5}  {variant:16}  launcher {:.4} cores (median of {}), {:.0} samples/s",
+                row.launcher_cores_median,
+                row.launcher_cores_runs.len(),
+                row.samples_per_s_median
+            );
+            rows.push(row);
+        }
+        let [.., without, with] = &rows[..] else {
+            continue;
+        };
+        println!(
+            "N={n:5}  the console costs {:+.4} cores ({:.2}x the launcher alone); bound 0.1",
+            with.launcher_cores_median - without.launcher_cores_median,
+            with.launcher_cores_median / without.launcher_cores_median.max(1e-9)
+        );
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn one_run(n: u32, console: bool, args: &BenchArgs) -> anyhow::Result<(f64, f64)> {
+    let argv = [
+        "ftcoll-launch",
+        "-n",
+        &n.to_string(),
+        "--no-tui",
+        "--algo",
+        "pfcc",
+        "--gossip-period",
+        super::CONSOLE_GOSSIP_PERIOD,
+        "--timeout-s",
+        "600",
+    ];
+    let cli = Cli::try_parse_from(argv)?;
+    let mut run_args = cli.run;
+    run_args.ops = u64::MAX;
+    let transport = ftcoll_runtime::transport::TransportKind::Shm;
+    let spec = crate::run::builtin_spec(&run_args, transport, Vec::new(), true)?;
+    let info = ftcoll_tui::JobInfo {
+        algo: "pfcc".into(),
+        n,
+        transport: "shm".into(),
+        simulated: false,
+        value_bits: 64,
+        ranks_per_node: n,
+        seed: 1,
+    };
+    let inputs = Inputs {
+        op: ftcoll_algos::ReduceOp::Sum,
+        kind: ftcoll_runtime::sim::InputKind::Uniform,
+        len: 1,
+        seed: 1,
+    };
+    let window = BenchWindow::new(
+        Duration::from_secs_f64(args.warmup_s),
+        Duration::from_secs_f64(args.window_s),
+    );
+    let mut watcher = LiveConsole::headless(info, inputs, console, window);
+    crate::live::run_with_console(&spec, Some(&mut watcher))?;
+    watcher
+        .bench_result()
+        .context("the job ended before the measuring window did")
+}
