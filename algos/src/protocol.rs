@@ -436,6 +436,46 @@ pub trait Protocol {
     fn inspect(&self) -> crate::inspect::Inspection {
         let status = self.status();
         let mut view = crate::inspect::Inspection::default();
+        match status.detail {
+            Detail::RecursiveDoubling {
+                steps_done,
+                steps_total,
+                contributions,
+            } => {
+                view.field("exchanges", format!("{steps_done} of {steps_total}"));
+                view.field("inputs combined", contributions);
+            }
+            Detail::CorrectedTree {
+                attempt,
+                root,
+                known_failed,
+                waiting_for,
+            } => {
+                view.field("attempt", attempt);
+                view.field("root", root);
+                view.field("known failed", known_failed);
+                view.field("waiting for", waiting_for);
+            }
+            Detail::Gossip {
+                flows,
+                excluded,
+                detections,
+            } => {
+                view.field("flows", flows);
+                view.field("excluded peers", excluded);
+                view.field("checksum detections", detections);
+            }
+            Detail::Agreement {
+                agreement,
+                known_failed,
+                live_agreements,
+            } => {
+                view.field("agreement", agreement);
+                view.field("known failed", known_failed);
+                view.field("agreements in flight", live_agreements);
+            }
+            Detail::None => {}
+        }
         view.field("iteration", status.iteration);
         view.field("sent", status.counters.messages_sent);
         view.field("received", status.counters.messages_received);

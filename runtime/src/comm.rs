@@ -674,6 +674,12 @@ impl Communicator {
         }
     }
 
+    /// Tells the console (if one watches) the result of operation `op` at this rank: what
+    /// the rank shows until the next operation starts.
+    pub fn note_outcome(&mut self, op: u64, value: f64) {
+        self.endpoint().note_outcome(op, value);
+    }
+
     /// Sends benchmark timings to the launcher (`ftcoll-launch bench`).
     pub fn report_timings(&self, nanos: Vec<u64>) -> Result<(), CommError> {
         Ok(self.control.timings(nanos)?)

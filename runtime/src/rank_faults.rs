@@ -289,6 +289,26 @@ impl RankFaults {
 mod tests {
     use super::*;
 
+    /// A small frame whose only payload value is 2.0.
+    fn rdb_frame() -> Vec<u8> {
+        ftcoll_algos::wire::encode(
+            ftcoll_algos::FrameHeader::new(
+                ftcoll_algos::AlgoId::Rdb,
+                2,
+                ftcoll_algos::OpId(1),
+                Rank(0),
+                1,
+            ),
+            ftcoll_algos::ValuesRef::F64(&[2.0]),
+        )
+    }
+
+    /// The first payload value of `frame`.
+    fn first_value(frame: &[u8]) -> f64 {
+        let at = ftcoll_algos::wire::HEADER_BYTES;
+        bytemuck::pod_read_unaligned(&frame[at..at + 8])
+    }
+
     fn specs(texts: &[&str]) -> Vec<FaultSpec> {
         texts.iter().map(|t| FaultSpec::parse(t).unwrap()).collect()
     }
@@ -310,16 +330,7 @@ mod tests {
         let mut mine = RankFaults::for_rank(&plan, Rank(0), 1).unwrap();
         let other = RankFaults::for_rank(&plan, Rank(1), 1).unwrap();
         assert!(mine.dies_at_op(3) && !other.dies_at_op(3));
-        let frame = ftcoll_algos::wire::encode(
-            ftcoll_algos::FrameHeader::new(
-                ftcoll_algos::AlgoId::Rdb,
-                2,
-                ftcoll_algos::OpId(1),
-                Rank(0),
-                1,
-            ),
-            ftcoll_algos::ValuesRef::F64(&[2.0]),
-        );
+        let frame = rdb_frame();
         let mut scratch = Vec::new();
         assert_eq!(
             mine.outgoing(Rank(1), &frame, Duration::ZERO, &mut scratch),
@@ -329,9 +340,7 @@ mod tests {
             .outgoing(Rank(1), &frame, Duration::ZERO, &mut scratch)
             .unwrap()
             .to_vec();
-        let at = ftcoll_algos::wire::HEADER_BYTES;
-        let value: f64 = bytemuck::pod_read_unaligned(&flipped[at..at + 8]);
-        assert_eq!(value, -2.0);
+        assert_eq!(first_value(&flipped), -2.0);
         assert_eq!(
             mine.outgoing(Rank(2), &frame, Duration::ZERO, &mut scratch),
             None,
@@ -342,16 +351,7 @@ mod tests {
     #[test]
     fn injected_faults_count_from_their_arrival() {
         let mut faults = RankFaults::for_rank(&[], Rank(0), 1).unwrap();
-        let frame = ftcoll_algos::wire::encode(
-            ftcoll_algos::FrameHeader::new(
-                ftcoll_algos::AlgoId::Rdb,
-                2,
-                ftcoll_algos::OpId(1),
-                Rank(0),
-                1,
-            ),
-            ftcoll_algos::ValuesRef::F64(&[2.0]),
-        );
+        let frame = rdb_frame();
         let mut scratch = Vec::new();
         for _ in 0..5 {
             assert!(faults
@@ -373,9 +373,7 @@ mod tests {
             .outgoing(Rank(1), &frame, now, &mut scratch)
             .unwrap()
             .to_vec();
-        let at = ftcoll_algos::wire::HEADER_BYTES;
-        let value: f64 = bytemuck::pod_read_unaligned(&flipped[at..at + 8]);
-        assert_eq!(value, -2.0);
+        assert_eq!(first_value(&flipped), -2.0);
         assert!(
             faults
                 .outgoing(Rank(2), &frame, now, &mut scratch)

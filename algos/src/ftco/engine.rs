@@ -1,5 +1,7 @@
 //! The FTCO state machine: Algs. 1-4 of 004 with the fixes listed in the module docs.
 
+mod inspect;
+
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::protocol::{
@@ -953,6 +955,10 @@ impl Protocol for Ftco {
 
     fn serve_until(&self) -> Option<Time> {
         self.serve_until
+    }
+
+    fn inspect(&self) -> crate::inspect::Inspection {
+        self.inspection()
     }
 }
 

@@ -532,3 +532,49 @@ fn round_based_cycles_conserve_flows_and_mass_every_round() {
     assert!(err < 1e-12, "error {err:e}");
     assert_eq!(net.ranks[0].phase(), Phase::Running);
 }
+
+/// The console's detail view: one row per neighbour's flow, and a checksum verdict that turns
+/// to CORRUPT when a flow is flipped (until the next exchange repairs it).
+#[test]
+fn inspection_lists_every_flow_and_flags_a_corrupted_one() {
+    use crate::Protocol;
+    let topology = Topology::hypercube(16).unwrap();
+    let mut net: Net<f64> = Net::new(
+        16,
+        topology,
+        Rule::CooperativeCorrection,
+        async_schedule(),
+        ReduceOp::Sum,
+    );
+    net.run(8 * 60);
+    let view = net.ranks[3].inspect();
+    assert_eq!(view.neighbours.len(), 4, "a hypercube of 16 has degree 4");
+    let table = view.table.as_ref().unwrap();
+    assert_eq!(table.rows.len(), 4);
+    assert!(table.rows.iter().all(|row| row.last().unwrap() == "ok"));
+    let field = |name: &str| {
+        view.fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    assert!(field("checksum").starts_with("ok"), "{view:?}");
+    assert!(flip_flow(&mut net, 3, 2, 0, 61, 8 * 60));
+    let view = net.ranks[3].inspect();
+    let table = view.table.unwrap();
+    let row = table.rows.iter().find(|row| row[0] == "2").unwrap();
+    assert_eq!(row.last().unwrap(), "CORRUPT", "{table:?}");
+    let pcf: Net<f64> = Net::new(
+        8,
+        Topology::fully_connected(8).unwrap(),
+        Rule::PushCancelFlowTolerant,
+        async_schedule(),
+        ReduceOp::Sum,
+    );
+    let view = pcf.ranks[0].inspect();
+    assert_eq!(
+        view.table.unwrap().columns,
+        ["peer", "active", "f1 x0", "f2 x0", "roles r"]
+    );
+}

@@ -52,6 +52,9 @@ struct Shared {
     watched: std::sync::atomic::AtomicBool,
     /// Signalled when the launcher allows another operation.
     go_changed: Condvar,
+    /// A sample went out since the last heartbeat: it proves liveness as well, so the next
+    /// heartbeat is skipped.
+    sampled: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -212,7 +215,11 @@ impl ControlClient {
 
     /// Sends a status sample for the console.
     pub fn telemetry(&self, sample: RankSample) -> Result<(), ControlError> {
-        self.send(&ControlMsg::Telemetry(sample))
+        self.send(&ControlMsg::Telemetry(sample))?;
+        self.shared
+            .sampled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Fault specs injected since the last call. Call it after [`ControlClient::take_failures`]
@@ -275,7 +282,10 @@ fn control_thread(mut reader: TcpStream, mut writer: TcpStream, periods: Periods
     let mut last_sample = Instant::now();
     loop {
         if last_beat.elapsed() >= periods.heartbeat {
-            if ControlMsg::Heartbeat.write_to(&mut writer).is_err() {
+            let sampled = shared
+                .sampled
+                .swap(false, std::sync::atomic::Ordering::Relaxed);
+            if !sampled && ControlMsg::Heartbeat.write_to(&mut writer).is_err() {
                 launcher_gone("heartbeat could not be sent");
             }
             last_beat = Instant::now();

@@ -24,6 +24,23 @@ impl<T: Transport> Endpoint<T> {
         }
     }
 
+    /// Records the outcome of operation `op` for samples between operations, unless the
+    /// executor already kept its protocol's final state (agreements run outside it).
+    pub fn note_outcome(&mut self, op: u64, value: f64) {
+        if !self.telemetry_on || self.last_sample.as_ref().is_some_and(|s| s.op == op) {
+            return;
+        }
+        self.last_sample = Some(RankSample {
+            op,
+            iteration: 0,
+            phase: Phase::Done,
+            estimate: value,
+            messages_sent: self.sent_total,
+            detections: 0,
+            inspection: None,
+        });
+    }
+
     /// Between operations (a console-paced job waiting for the next one): sends the last
     /// operation's final state if a sample is due.
     pub fn idle_telemetry(&mut self) {
