@@ -18,6 +18,9 @@ use ftcoll_tui::{
 
 use super::{op_seed, Reference, FRAME_INTERVAL, HOLD};
 
+/// Longest wait before a key press is seen.
+const KEY_POLL: Duration = Duration::from_millis(10);
+
 /// What the console needs of the launcher's job loop.
 pub trait JobHandle {
     /// SIGKILLs `rank` (it is reported once reaped, like any death).
@@ -85,6 +88,8 @@ pub struct LiveConsole {
     samples_in: u64,
     /// Benchmark mode: the measuring window, after which the job stops.
     bench: Option<super::bench::BenchWindow>,
+    /// When the keyboard was last read.
+    last_keys: Option<Instant>,
 }
 
 impl LiveConsole {
@@ -112,6 +117,7 @@ impl LiveConsole {
             registered: 0,
             samples_in: 0,
             bench: None,
+            last_keys: None,
         }
     }
 
@@ -224,14 +230,26 @@ impl LiveConsole {
 
     /// One turn: keys, pacing, and a frame if one is due.
     pub fn tick(&mut self, job: &mut dyn JobHandle) -> std::io::Result<Flow> {
+        let due = self
+            .last_frame
+            .is_none_or(|t| t.elapsed() >= FRAME_INTERVAL);
+        if due {
+            self.last_frame = Some(Instant::now());
+        }
+        // A busy loop turns thousands of times a second: the keyboard is read at most every
+        // KEY_POLL, which no one can tell from every turn.
+        let keys_due = self.last_keys.is_none_or(|t| t.elapsed() >= KEY_POLL);
         let actions = match self.session.as_mut() {
-            Some(session) => {
-                // Up and down move by a row of the map as drawn at this size.
-                let (width, height) = session.size()?;
-                self.app.set_viewport(width, height);
+            Some(session) if keys_due => {
+                self.last_keys = Some(Instant::now());
+                if due {
+                    // Up and down move by a row of the map as drawn at this size.
+                    let (width, height) = session.size()?;
+                    self.app.set_viewport(width, height);
+                }
                 session.poll_actions(Duration::ZERO)?
             }
-            None => Vec::new(),
+            _ => Vec::new(),
         };
         for action in actions {
             for command in self.app.apply(action) {
@@ -240,18 +258,17 @@ impl LiveConsole {
                 }
             }
         }
-        self.pace(job);
         let n = self.dead.len() as u32;
         if let Some(window) = self.bench.as_mut() {
             if window.poll(self.registered >= n, self.samples_in) {
                 return Ok(Flow::Quit);
             }
         }
-        let due = self
-            .last_frame
-            .is_none_or(|t| t.elapsed() >= FRAME_INTERVAL);
+        if due {
+            // Pacing looks at every rank: once a frame, not on every turn of the loop.
+            self.pace(job);
+        }
         if due && self.telemetry {
-            self.last_frame = Some(Instant::now());
             let update = self.update(job);
             self.app.update(update);
             match self.session.as_mut() {

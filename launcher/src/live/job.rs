@@ -34,6 +34,12 @@ const SPAWN_BATCH: usize = 32;
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest turn of the event loop while a console watches.
 const CONSOLE_TICK: Duration = Duration::from_millis(20);
+/// While a console watches, a quiet turn of the loop is followed by this pause.
+const CONSOLE_COALESCE: Duration = Duration::from_millis(2);
+/// Longest interval between two looks at every rank's last heartbeat.
+const LIVENESS_EVERY: Duration = Duration::from_millis(100);
+/// Readiness events taken per turn of the event loop.
+const EVENT_CAPACITY: usize = 1024;
 
 /// What the launcher knows of one rank.
 #[derive(Default)]
@@ -178,8 +184,11 @@ pub fn run_with_console(
         registered_pids: BTreeMap::new(),
         console_events: console.is_some().then(Vec::new),
         paused: false,
+        last_liveness_check: None,
+        dirty: Vec::new(),
+        last_hello_scan: Instant::now(),
     };
-    let mut events = Events::with_capacity(1024);
+    let mut events = Events::with_capacity(EVENT_CAPACITY);
     // Every descriptor the launcher holds is copied into each child and closed again at its
     // exec: spawning while holding a pidfd and a socket per earlier rank costs O(N^2). So ranks
     // are started with only the listener open, their connections waiting in the backlog, and
@@ -244,8 +253,18 @@ pub fn run_with_console(
             state.reap_all_blocking();
             break;
         }
-        state.serve(&mut poll, &mut listener, &mut events, tick, n)?;
-        state.check_liveness(n);
+        let handled = state.serve(&mut poll, &mut listener, &mut events, tick, n)?;
+        if console.is_some() && handled < EVENT_CAPACITY / 8 {
+            // Thousands of ranks' samples and beats arrive spread out: taking them a few
+            // milliseconds' worth at a time wakes the launcher hundreds of times a second
+            // instead of thousands. Control answers wait at most this long more.
+            std::thread::sleep(CONSOLE_COALESCE);
+        }
+        // Only judge silence once every readable connection was read: heartbeats may wait
+        // unread in sockets the last poll did not reach.
+        if handled < EVENT_CAPACITY {
+            state.check_liveness(n);
+        }
         state.apply_launcher_faults();
     }
     let wall_s = started.elapsed().as_secs_f64();
@@ -349,6 +368,12 @@ struct Loop {
     console_events: Option<Vec<ConsoleEvent>>,
     /// The console paused the job (every rank stopped): no suspicion meanwhile.
     paused: bool,
+    /// When liveness was last judged (to tell a stalled launcher from silent ranks).
+    last_liveness_check: Option<Instant>,
+    /// Connections with output queued since the last flush (duplicates allowed).
+    dirty: Vec<usize>,
+    /// When connections were last checked for a missing hello.
+    last_hello_scan: Instant,
 }
 
 /// Something the console hears of.
@@ -369,8 +394,9 @@ impl Loop {
         events: &mut Events,
         timeout: Duration,
         n: u32,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<usize> {
         poll.poll(events, Some(timeout))?;
+        let handled = events.iter().count();
         for event in events.iter() {
             match event.token() {
                 LISTENER => self.accept(poll, listener)?,
@@ -383,7 +409,8 @@ impl Loop {
                 _ => {}
             }
         }
-        self.flush_all(poll)
+        self.flush_all(poll)?;
+        Ok(handled)
     }
 
     fn accept(&mut self, poll: &mut Poll, listener: &mut TcpListener) -> anyhow::Result<()> {
@@ -403,6 +430,7 @@ impl Loop {
                         Interest::READABLE | Interest::WRITABLE,
                     )?;
                     self.conns[index] = Some(Conn::new(stream, nonce));
+                    self.dirty.push(index);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) => {
@@ -453,6 +481,10 @@ impl Loop {
             return Ok(());
         }
         let (requests, closed) = conn.read(&self.secret, self.ranks.len() as u32, registered);
+        if conn.wants_write() {
+            // A welcome to a rank that just proved itself.
+            self.dirty.push(index);
+        }
         for request in requests {
             self.handle(index, request);
         }
@@ -534,6 +566,7 @@ impl Loop {
                 }
             }
             Request::Telemetry(rank, sample) => {
+                self.ranks[rank as usize].last_heartbeat = Some(Instant::now());
                 if let Some(events) = self.console_events.as_mut() {
                     events.push(ConsoleEvent::Sample(rank, sample));
                 }
@@ -552,6 +585,7 @@ impl Loop {
             return;
         };
         if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+            self.dirty.push(index);
             if !conn.queue(msg) {
                 tracing::warn!(
                     rank,
@@ -561,17 +595,29 @@ impl Loop {
         }
     }
 
+    /// Writes what was queued since the last turn (a socket that is full is written again
+    /// on its writable event), and now and then closes connections that never said hello.
     fn flush_all(&mut self, poll: &mut Poll) -> anyhow::Result<()> {
         let mut broken = Vec::new();
-        for (index, conn) in self.conns.iter_mut().enumerate() {
-            if let Some(conn) = conn {
-                if conn.wants_write() {
-                    if let Err(refusal) = conn.flush() {
-                        broken.push((index, refusal_reason(refusal)));
-                    }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        for index in dirty {
+            if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+                if let Err(refusal) = conn.flush() {
+                    broken.push((index, refusal_reason(refusal)));
                 }
-                if conn.rank.is_none() && conn.opened.elapsed() > REGISTER_TIMEOUT {
-                    broken.push((index, Some("no hello in time".into())));
+            }
+        }
+        // Looking at every connection on every turn would cost O(N) per message at
+        // thousands of ranks; the hello deadline is two minutes.
+        if self.last_hello_scan.elapsed() >= LIVENESS_EVERY {
+            self.last_hello_scan = Instant::now();
+            for (index, conn) in self.conns.iter().enumerate() {
+                if let Some(conn) = conn {
+                    if conn.rank.is_none() && conn.opened.elapsed() > REGISTER_TIMEOUT {
+                        broken.push((index, Some("no hello in time".into())));
+                    }
                 }
             }
         }
@@ -698,6 +744,29 @@ impl Loop {
             return;
         }
         let now = Instant::now();
+        // A launcher that did not run for a good part of the suspicion timeout (a machine
+        // with far more runnable ranks than cores starves it too) could not read anyone's
+        // heartbeats meanwhile: its own stall is nobody's silence, so suspicion restarts.
+        let gap = now.duration_since(self.last_liveness_check.unwrap_or(now));
+        // Suspicion has a resolution of a fraction of its timeout: looking at every rank on
+        // every turn of a busy loop (thousands of samples and beats a second) would cost more
+        // than everything else the launcher does.
+        if self.last_liveness_check.is_some() && gap < (self.suspect / 16).min(LIVENESS_EVERY) {
+            return;
+        }
+        self.last_liveness_check = Some(now);
+        if gap > self.suspect / 4 {
+            tracing::warn!(
+                stalled_ms = gap.as_millis() as u64,
+                "the launcher itself stalled; restarting heartbeat suspicion"
+            );
+            for slot in &mut self.ranks {
+                if slot.last_heartbeat.is_some() {
+                    slot.last_heartbeat = Some(now);
+                }
+            }
+            return;
+        }
         for rank in 0..n {
             let slot = &self.ranks[rank as usize];
             if slot.exited || slot.finished || slot.fenced.is_some() {

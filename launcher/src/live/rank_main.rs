@@ -296,6 +296,9 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             Ok((outcome, has_value)) => (true, outcome.messages, *has_value),
             Err(_) => (false, 0, false),
         };
+        if has_value {
+            comm.note_outcome(index, data.first().copied().unwrap_or(f64::NAN));
+        }
         comm.report(OpReport {
             op: index,
             ok,
