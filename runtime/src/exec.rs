@@ -29,6 +29,8 @@ const MAX_EARLY_FRAMES: usize = 1 << 16;
 const DEADLINE_CHECK_TURNS: u32 = 16;
 /// Frames handled per receive poll, so timers and notices are not starved.
 const RECV_BATCH: usize = 256;
+/// Bound on timeout suspicions kept between two telemetry samples.
+const MAX_SUSPICIONS: usize = 64;
 /// Bound on finished operations still served because they owe peers answers.
 const MAX_LINGERING: usize = 8;
 /// Agreement ids carry their communicator's epoch above this bit, so that a shrunk
@@ -118,6 +120,8 @@ pub struct Endpoint<T: Transport> {
     /// The last finished operation's final state, for samples between operations.
     last_sample: Option<RankSample>,
     sample_scratch: Vec<f64>,
+    /// Peers the protocol declared dead by its own timeouts since the last sample.
+    suspicions: Vec<u32>,
 }
 
 /// A failure of the executor itself (not of the collective).
@@ -161,6 +165,7 @@ impl<T: Transport> Endpoint<T> {
             telemetry_on,
             last_sample: None,
             sample_scratch: Vec::new(),
+            suspicions: Vec::new(),
         }
     }
 
@@ -757,6 +762,13 @@ impl<T: Transport> Endpoint<T> {
                 }
                 Event::Suspected { peer } => {
                     tracing::debug!(peer = peer.0, "the protocol took a silent peer for dead");
+                    if self.telemetry_on && self.suspicions.len() < MAX_SUSPICIONS {
+                        let world = match &self.group {
+                            Some(members) => members.get(peer.index()).copied().unwrap_or(peer.0),
+                            None => peer.0,
+                        };
+                        self.suspicions.push(world);
+                    }
                 }
                 _ => {}
             }

@@ -184,6 +184,12 @@ impl LiveConsole {
                 ),
             );
         }
+        for &peer in &sample.suspected {
+            self.log(
+                LogKind::Failure,
+                format!("rank {rank} timed out waiting for rank {peer} and routes around it"),
+            );
+        }
         self.detections[rank as usize] = sample.detections;
         self.samples[rank as usize] = Some(sample);
     }
@@ -609,11 +615,13 @@ mod tests {
             messages_sent: 10,
             detections,
             inspection: None,
+            suspected: if detections > 0 { vec![3] } else { Vec::new() },
         };
         console.sample(0, sample(6.0, 0));
         console.sample(1, sample(3.0, 0));
         console.sample(2, sample(4.5, 1));
         assert!(log_text(&console).contains("rank 2 found corrupted state by checksum"));
+        assert!(log_text(&console).contains("rank 2 timed out waiting for rank 3"));
         console.failed(3, "killed by signal 9");
         for rank in 0..3 {
             console.reported(rank, 0);

@@ -392,6 +392,7 @@ mod tests {
                 estimate: 0.25,
                 messages_sent: 99,
                 detections: 1,
+                suspected: vec![4, 9],
                 inspection: None,
             }),
             ControlMsg::Telemetry(RankSample {
@@ -401,6 +402,7 @@ mod tests {
                 estimate: -1.0,
                 messages_sent: 99,
                 detections: 1,
+                suspected: vec![4, 9],
                 inspection: Some(ftcoll_algos::inspect::Inspection {
                     fields: vec![("weight".into(), "0.5".into())],
                     table: Some(ftcoll_algos::inspect::InspectTable {

@@ -15,6 +15,8 @@ use super::msg::ControlError;
 const MAX_TEXT_BYTES: usize = 256;
 /// Most columns of a detail table.
 const MAX_COLUMNS: usize = 16;
+/// Most timeout suspicions one sample carries.
+const MAX_SUSPECTED: usize = 64;
 /// Most neighbours a detail view lists.
 const MAX_NEIGHBOURS: usize = 4096;
 
@@ -35,6 +37,8 @@ pub struct RankSample {
     pub detections: u32,
     /// Its protocol's detail view, when the console watches this rank.
     pub inspection: Option<Inspection>,
+    /// Peers its protocol declared dead by its own timeouts since its last sample (FTCO).
+    pub suspected: Vec<u32>,
 }
 
 fn phase_code(phase: Phase) -> u8 {
@@ -89,6 +93,9 @@ impl RankSample {
         w.u64(self.estimate.to_bits());
         w.u64(self.messages_sent);
         w.u32(self.detections);
+        let suspected = &self.suspected[..self.suspected.len().min(MAX_SUSPECTED)];
+        w.u32(suspected.len() as u32);
+        suspected.iter().for_each(|&p| w.u32(p));
         let Some(view) = &self.inspection else {
             w.u8(0);
             return;
@@ -131,7 +138,11 @@ impl RankSample {
             messages_sent: r.u64()?,
             detections: r.u32()?,
             inspection: None,
+            suspected: Vec::new(),
         };
+        for _ in 0..count(r, MAX_SUSPECTED, "telemetry suspicion count")? {
+            sample.suspected.push(r.u32()?);
+        }
         if r.u8()? == 0 {
             return Ok(sample);
         }

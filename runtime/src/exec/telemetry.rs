@@ -38,6 +38,7 @@ impl<T: Transport> Endpoint<T> {
             messages_sent: self.sent_total,
             detections: 0,
             inspection: None,
+            suspected: Vec::new(),
         });
     }
 
@@ -49,6 +50,7 @@ impl<T: Transport> Endpoint<T> {
         }
         if let Some(mut sample) = self.last_sample.take() {
             sample.messages_sent = self.sent_total;
+            sample.suspected = std::mem::take(&mut self.suspicions);
             if !self.control.watched() {
                 sample.inspection = None;
             }
@@ -71,6 +73,7 @@ impl<T: Transport> Endpoint<T> {
                 _ => 0,
             },
             inspection: self.control.watched().then(|| protocol.inspect()),
+            suspected: std::mem::take(&mut self.suspicions),
         }
     }
 
