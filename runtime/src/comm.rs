@@ -34,7 +34,6 @@ use crate::rank_faults::RankFaults;
 use crate::transport::backend::Backend;
 use crate::transport::shm::segment::Segment;
 use crate::transport::shm::ShmTransport;
-use crate::transport::tcp::{TcpConfig, TcpTransport};
 use crate::transport::{Transport, TransportError, TransportKind};
 
 /// Time limit of one collective, unless `FTCOLL_OP_TIMEOUT_MS` says otherwise.
@@ -202,6 +201,61 @@ pub struct Communicator {
     era_topology: EraTopology,
 }
 
+/// A resolver of peers' data-plane addresses through the control plane (connected after the
+/// transport exists, hence the cell).
+fn control_resolver(
+    cell: &Arc<OnceLock<Arc<ControlClient>>>,
+) -> impl FnMut(Rank) -> Result<String, TransportError> + Send + 'static {
+    let cell = Arc::clone(cell);
+    move |peer: Rank| {
+        let control = cell.get().ok_or(TransportError::Resolve {
+            rank: peer.0,
+            why: "control plane not connected yet".into(),
+        })?;
+        let text =
+            control
+                .resolve(peer.0, RESOLVE_TIMEOUT)
+                .map_err(|e| TransportError::Resolve {
+                    rank: peer.0,
+                    why: e.to_string(),
+                })?;
+        if text.is_empty() {
+            return Err(TransportError::Resolve {
+                rank: peer.0,
+                why: "the rank failed before registering".into(),
+            });
+        }
+        Ok(text)
+    }
+}
+
+/// Opens the data-plane transport `env` names.
+fn open_transport(
+    env: &RankEnv,
+    control_cell: &Arc<OnceLock<Arc<ControlClient>>>,
+) -> Result<Backend, CommError> {
+    Ok(match env.transport {
+        TransportKind::Shm => {
+            let fd = env.shm_fd.ok_or(EnvError::Missing("FTCOLL_SHM_FD"))?;
+            let segment = Arc::new(Segment::open_inherited(fd, env.job_id)?);
+            Backend::Shm(ShmTransport::new(segment, Rank(env.rank), env.spin)?)
+        }
+        other => crate::transport::open::open_network(
+            other,
+            Rank(env.rank),
+            env.size,
+            Box::new(control_resolver(control_cell)),
+            &crate::transport::open::NetworkOptions {
+                bind_ip: env.bind_ip,
+                job_token: crate::control::msg::data_token(&env.secret),
+                spin: env.spin,
+                ofi_provider: env.ofi_provider.clone(),
+                ucx_tls: None,
+            },
+        )?,
+    })
+}
+
 impl Communicator {
     /// Joins the job described by the `FTCOLL_*` environment the launcher sets.
     pub fn from_env() -> Result<Communicator, CommError> {
@@ -219,42 +273,7 @@ impl Communicator {
             .collect::<Result<Vec<_>, _>>()?;
         let faults = RankFaults::for_rank(&specs, Rank(env.rank), env.job_id)?;
         let control_cell: Arc<OnceLock<Arc<ControlClient>>> = Arc::new(OnceLock::new());
-        let transport = match env.transport {
-            TransportKind::Shm => {
-                let fd = env.shm_fd.ok_or(EnvError::Missing("FTCOLL_SHM_FD"))?;
-                let segment = Arc::new(Segment::open_inherited(fd, env.job_id)?);
-                Backend::Shm(ShmTransport::new(segment, Rank(env.rank), env.spin)?)
-            }
-            TransportKind::Tcp => {
-                let cell = Arc::clone(&control_cell);
-                let resolver = move |peer: Rank| {
-                    let control = cell.get().ok_or(TransportError::Resolve {
-                        rank: peer.0,
-                        why: "control plane not connected yet".into(),
-                    })?;
-                    let text = control.resolve(peer.0, RESOLVE_TIMEOUT).map_err(|e| {
-                        TransportError::Resolve {
-                            rank: peer.0,
-                            why: e.to_string(),
-                        }
-                    })?;
-                    text.parse().map_err(|_| TransportError::Resolve {
-                        rank: peer.0,
-                        why: format!(
-                            "'{text}' is not an address (the rank failed before registering?)"
-                        ),
-                    })
-                };
-                Backend::Tcp(Box::new(TcpTransport::bind(TcpConfig {
-                    rank: Rank(env.rank),
-                    size: env.size,
-                    bind_ip: env.bind_ip,
-                    job_token: crate::control::msg::data_token(&env.secret),
-                    resolver: Box::new(resolver),
-                })?))
-            }
-            other => return Err(TransportError::NotCompiledIn(other).into()),
-        };
+        let transport = open_transport(&env, &control_cell)?;
         let control = Arc::new(ControlClient::connect(&env, &transport.local_address())?);
         let _ = control_cell.set(Arc::clone(&control));
         if std::env::var("FTCOLL_BIND").is_ok_and(|v| v == "core") {

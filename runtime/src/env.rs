@@ -11,7 +11,8 @@
 //! | `FTCOLL_CONTROL_ADDR` | the launcher's control-plane address, `ip:port` |
 //! | `FTCOLL_SECRET` | the per-job secret (hex); proves membership to the launcher and to peers |
 //! | `FTCOLL_LAUNCHER_PID` | the launcher's pid: a rank whose launcher is gone exits |
-//! | `FTCOLL_TRANSPORT` | `shm` or `tcp` |
+//! | `FTCOLL_TRANSPORT` | `shm`, `tcp`, `ucx` or `ofi` (the launcher resolves `auto` first) |
+//! | `FTCOLL_OFI_PROVIDER` | libfabric provider for `ofi` (unset: `FI_PROVIDER`, else libfabric's first RDM provider) |
 //! | `FTCOLL_SHM_FD` | the inherited shared-memory segment's descriptor (shm) |
 //! | `FTCOLL_BIND_IP` | the IP the TCP data plane listens on (tcp; default 127.0.0.1) |
 //! | `FTCOLL_RANKS_PER_NODE` | ranks per node (node failures, hierarchical algorithms) |
@@ -46,6 +47,8 @@ pub struct RankEnv {
     pub launcher_pid: u32,
     /// Data-plane transport.
     pub transport: TransportKind,
+    /// libfabric provider (`FTCOLL_OFI_PROVIDER`; unset: `FI_PROVIDER` or libfabric's choice).
+    pub ofi_provider: Option<String>,
     /// Inherited shared-memory descriptor.
     pub shm_fd: Option<i32>,
     /// TCP bind address.
@@ -68,6 +71,10 @@ pub enum EnvError {
     /// Not set at all: the program was not started by the launcher.
     #[error("{0} is not set: start this program under ftcoll-launch (e.g. `ftcoll-launch -n 4 -- ./my_app`)")]
     Missing(&'static str),
+    /// Started as a task of `srun` (or another PMI launcher) without ftcoll-launch: ftcoll
+    /// bootstraps through its own launcher's control plane, not through PMI.
+    #[error("this program was started by {0} without ftcoll-launch; inside the allocation run `ftcoll-launch -n N -- PROGRAM ARGS` instead (it starts the ranks with srun itself)")]
+    StartedWithoutLauncher(&'static str),
     /// Set to something unusable.
     #[error("{name}={value} is invalid: {why}")]
     Invalid {
@@ -119,6 +126,16 @@ impl RankEnv {
                 (None, None) => Err(EnvError::Missing(name)),
             }
         };
+        if lookup("FTCOLL_RANK").is_none() {
+            if lookup("PMI_RANK").is_some() || lookup("PMI_FD").is_some() {
+                return Err(EnvError::StartedWithoutLauncher(
+                    "a PMI launcher (srun --mpi=pmi2?)",
+                ));
+            }
+            if lookup("SLURM_PROCID").is_some() && lookup("SLURM_STEP_ID").is_some() {
+                return Err(EnvError::StartedWithoutLauncher("srun"));
+            }
+        }
         let size = number("FTCOLL_SIZE", None)? as u32;
         let rank = number("FTCOLL_RANK", None)? as u32;
         if size == 0 || rank >= size {
@@ -142,8 +159,13 @@ impl RankEnv {
                 )
             })?;
         let transport_text = lookup("FTCOLL_TRANSPORT").unwrap_or_else(|| "shm".into());
-        let transport = TransportKind::parse(&transport_text)
-            .map_err(|_| invalid("FTCOLL_TRANSPORT", &transport_text, "expected shm or tcp"))?;
+        let transport = TransportKind::parse(&transport_text).map_err(|_| {
+            invalid(
+                "FTCOLL_TRANSPORT",
+                &transport_text,
+                "expected shm, tcp, ucx or ofi",
+            )
+        })?;
         let shm_fd = match lookup("FTCOLL_SHM_FD") {
             Some(v) => Some(
                 v.parse()
@@ -185,6 +207,7 @@ impl RankEnv {
                 ms => Some(Duration::from_millis(ms)),
             },
             faults,
+            ofi_provider: lookup("FTCOLL_OFI_PROVIDER").filter(|p| !p.is_empty()),
         })
     }
 }
@@ -235,6 +258,24 @@ mod tests {
                 "{key}={value}"
             );
         }
+    }
+
+    #[test]
+    fn tasks_of_srun_without_the_launcher_are_told_to_use_it() {
+        for vars in [
+            BTreeMap::from([("SLURM_PROCID", "0"), ("SLURM_STEP_ID", "3")]),
+            BTreeMap::from([("PMI_RANK", "1"), ("PMI_FD", "5")]),
+        ] {
+            let error = RankEnv::from_lookup(|k| vars.get(k).map(|v| v.to_string())).unwrap_err();
+            let text = error.to_string();
+            assert!(text.contains("ftcoll-launch -n N -- PROGRAM"), "{text}");
+            assert!(!text.contains('\n'));
+        }
+        // Inside an allocation but started by the launcher: fine.
+        let mut vars = base();
+        vars.insert("SLURM_PROCID", "0".into());
+        vars.insert("SLURM_STEP_ID", "1".into());
+        assert!(RankEnv::from_lookup(|k| vars.get(k).cloned()).is_ok());
     }
 
     #[test]

@@ -122,6 +122,8 @@ pub struct Endpoint<T: Transport> {
     sample_scratch: Vec<f64>,
     /// Peers the protocol declared dead by its own timeouts since the last sample.
     suspicions: Vec<u32>,
+    /// Peers the transport found unreachable, being forwarded to the launcher.
+    unreachable: Vec<Rank>,
 }
 
 /// A failure of the executor itself (not of the collective).
@@ -166,6 +168,7 @@ impl<T: Transport> Endpoint<T> {
             last_sample: None,
             sample_scratch: Vec::new(),
             suspicions: Vec::new(),
+            unreachable: Vec::new(),
         }
     }
 
@@ -195,6 +198,7 @@ impl<T: Transport> Endpoint<T> {
 
     /// Takes new failure notices; returns the newly failed ranks.
     fn absorb_failures(&mut self) -> Vec<u32> {
+        self.forward_unreachable();
         let mut fresh = Vec::new();
         if !self.control.has_news() {
             return fresh;
@@ -216,6 +220,21 @@ impl<T: Transport> Endpoint<T> {
             }
         }
         fresh
+    }
+
+    /// Passes the peers the transport found unreachable to the launcher. They are not failed
+    /// yet: only the launcher declares failures, after making sure the rank is dead.
+    fn forward_unreachable(&mut self) {
+        self.transport.take_unreachable(&mut self.unreachable);
+        for peer in self.unreachable.drain(..) {
+            if self.failed.contains(&peer.0) {
+                continue;
+            }
+            tracing::info!(peer = peer.0, "transport found the peer unreachable");
+            if let Err(error) = self.control.unreachable(peer.0) {
+                tracing::debug!(%error, "cannot report an unreachable peer");
+            }
+        }
     }
 
     /// Records that `rank` is dead; false if it was known. Besides the launcher's notices, an

@@ -189,6 +189,11 @@ impl ControlClient {
         self.send(&ControlMsg::Report(report))
     }
 
+    /// Tells the launcher this rank's transport found `peer` unreachable.
+    pub fn unreachable(&self, peer: u32) -> Result<(), ControlError> {
+        self.send(&ControlMsg::Unreachable { peer })
+    }
+
     /// Sends the per-operation times of a benchmark loop.
     pub fn timings(&self, nanos: Vec<u64>) -> Result<(), ControlError> {
         self.send(&ControlMsg::Timings { nanos })

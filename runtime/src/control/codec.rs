@@ -61,6 +61,23 @@ impl<'a> Reader<'a> {
         String::from_utf8(self.bytes()?.to_vec())
             .map_err(|_| ControlError::BadField("string is not UTF-8"))
     }
+    pub(super) fn strings(&mut self) -> Result<Vec<String>, ControlError> {
+        let count = self.u32()? as usize;
+        // Each string takes at least its 4-byte length.
+        if count > self.0.len() / 4 {
+            return Err(ControlError::Truncated);
+        }
+        (0..count).map(|_| self.string()).collect()
+    }
+    pub(super) fn string_pairs(&mut self) -> Result<Vec<(String, String)>, ControlError> {
+        let count = self.u32()? as usize;
+        if count > self.0.len() / 8 {
+            return Err(ControlError::Truncated);
+        }
+        (0..count)
+            .map(|_| Ok((self.string()?, self.string()?)))
+            .collect()
+    }
     pub(super) fn u32s(&mut self) -> Result<Vec<u32>, ControlError> {
         let count = self.u32()? as usize;
         if count > self.0.len() / 4 {

@@ -25,6 +25,11 @@ pub enum FailureCause {
     HeartbeatTimeout = 2,
     /// Its control connection broke while the process lived; killed and reported.
     ControlLost = 3,
+    /// A peer's transport (an RDMA library's error handling) found it unreachable while the
+    /// process lived; killed and reported.
+    Unreachable = 4,
+    /// Its host was lost (its node agent's connection ended or went silent).
+    NodeLost = 5,
 }
 
 impl FailureCause {
@@ -33,6 +38,8 @@ impl FailureCause {
             1 => Some(FailureCause::Exited),
             2 => Some(FailureCause::HeartbeatTimeout),
             3 => Some(FailureCause::ControlLost),
+            4 => Some(FailureCause::Unreachable),
+            5 => Some(FailureCause::NodeLost),
             _ => None,
         }
     }
@@ -43,6 +50,8 @@ impl FailureCause {
             FailureCause::Exited => "exit",
             FailureCause::HeartbeatTimeout => "heartbeat-timeout",
             FailureCause::ControlLost => "control-lost",
+            FailureCause::Unreachable => "unreachable",
+            FailureCause::NodeLost => "node-lost",
         }
     }
 }
@@ -141,6 +150,57 @@ pub enum ControlMsg {
     Go {
         /// The last operation allowed.
         op: u64,
+    },
+    /// Node agent → launcher, first message after the challenge: identity and proof.
+    AgentHello {
+        /// [`CONTROL_MAGIC`].
+        magic: u32,
+        /// The node (host) index the agent serves.
+        node: u32,
+        /// The agent's process id (on its host).
+        pid: u32,
+        /// [`agent_proof`] of the secret, the nonce and the node.
+        proof: [u8; 32],
+        /// The agent's host name, for messages.
+        host: String,
+    },
+    /// Launcher → node agent: start ranks `first..first + count` running `program args`, each
+    /// with `env` plus its own rank, the job secret, its parent (the agent) and its bind address.
+    Spawn {
+        /// First rank.
+        first: u32,
+        /// How many.
+        count: u32,
+        /// The program.
+        program: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Environment variables common to the job's ranks.
+        env: Vec<(String, String)>,
+        /// Discard the ranks' standard output (the built-in job reports through the launcher).
+        quiet: bool,
+    },
+    /// Launcher → node agent: send `signal` (a Linux signal number) to `rank`.
+    Signal {
+        /// The rank.
+        rank: u32,
+        /// Signal number (9 kill, 19 stop, 18 continue).
+        signal: i32,
+    },
+    /// Node agent → launcher: `rank` exited with `code`, or was killed by `signal` (non-zero).
+    RankExited {
+        /// The rank.
+        rank: u32,
+        /// Exit status (meaningful when `signal` is 0).
+        code: i32,
+        /// The signal that killed it, 0 if it exited.
+        signal: i32,
+    },
+    /// Rank → launcher: this rank's transport found `peer` unreachable. The launcher, which
+    /// alone declares failures, kills `peer` if it still runs (fail-stop), then tells everyone.
+    Unreachable {
+        /// The peer.
+        peer: u32,
     },
 }
 
@@ -243,6 +303,56 @@ impl ControlMsg {
                 w.u8(15);
                 w.u64(*op);
             }
+            ControlMsg::Unreachable { peer } => {
+                w.u8(16);
+                w.u32(*peer);
+            }
+            ControlMsg::AgentHello {
+                magic,
+                node,
+                pid,
+                proof,
+                host,
+            } => {
+                w.u8(17);
+                w.u32(*magic);
+                w.u32(*node);
+                w.u32(*pid);
+                w.0.extend_from_slice(proof);
+                w.bytes(host.as_bytes());
+            }
+            ControlMsg::Spawn {
+                first,
+                count,
+                program,
+                args,
+                env,
+                quiet,
+            } => {
+                w.u8(18);
+                w.u32(*first);
+                w.u32(*count);
+                w.bytes(program.as_bytes());
+                w.u32(args.len() as u32);
+                args.iter().for_each(|a| w.bytes(a.as_bytes()));
+                w.u32(env.len() as u32);
+                for (name, value) in env {
+                    w.bytes(name.as_bytes());
+                    w.bytes(value.as_bytes());
+                }
+                w.u8(u8::from(*quiet));
+            }
+            ControlMsg::Signal { rank, signal } => {
+                w.u8(19);
+                w.u32(*rank);
+                w.u32(*signal as u32);
+            }
+            ControlMsg::RankExited { rank, code, signal } => {
+                w.u8(20);
+                w.u32(*rank);
+                w.u32(*code as u32);
+                w.u32(*signal as u32);
+            }
         }
         let len = (w.0.len() - 4) as u32;
         w.0[..4].copy_from_slice(&len.to_le_bytes());
@@ -290,6 +400,31 @@ impl ControlMsg {
             },
             14 => ControlMsg::Inject { spec: r.string()? },
             15 => ControlMsg::Go { op: r.u64()? },
+            16 => ControlMsg::Unreachable { peer: r.u32()? },
+            17 => ControlMsg::AgentHello {
+                magic: r.u32()?,
+                node: r.u32()?,
+                pid: r.u32()?,
+                proof: r.array()?,
+                host: r.string()?,
+            },
+            18 => ControlMsg::Spawn {
+                first: r.u32()?,
+                count: r.u32()?,
+                program: r.string()?,
+                args: r.strings()?,
+                env: r.string_pairs()?,
+                quiet: r.u8()? != 0,
+            },
+            19 => ControlMsg::Signal {
+                rank: r.u32()?,
+                signal: r.u32()? as i32,
+            },
+            20 => ControlMsg::RankExited {
+                rank: r.u32()?,
+                code: r.u32()? as i32,
+                signal: r.u32()? as i32,
+            },
             kind => return Err(ControlError::UnknownKind(kind)),
         };
         if !r.0.is_empty() {
@@ -330,6 +465,18 @@ pub fn proof(secret: &[u8], nonce: &[u8; 16], rank: u32) -> [u8; 32] {
     hasher.update(secret);
     hasher.update(nonce);
     hasher.update(rank.to_le_bytes());
+    hasher.finalize().into()
+}
+
+/// What a node agent proves: like [`proof`], in its own domain so that no rank's proof is
+/// an agent's.
+pub fn agent_proof(secret: &[u8], nonce: &[u8; 16], node: u32) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(b"ftcoll-agent-v1");
+    hasher.update(secret);
+    hasher.update(nonce);
+    hasher.update(node.to_le_bytes());
     hasher.finalize().into()
 }
 
@@ -418,6 +565,31 @@ mod tests {
                 spec: "kill:rank=3".into(),
             },
             ControlMsg::Go { op: 8 },
+            ControlMsg::Unreachable { peer: 6 },
+            ControlMsg::AgentHello {
+                magic: CONTROL_MAGIC,
+                node: 2,
+                pid: 77,
+                proof: [9; 32],
+                host: "node-2".into(),
+            },
+            ControlMsg::Spawn {
+                first: 8,
+                count: 4,
+                program: "/bin/app".into(),
+                args: vec!["-x".into(), String::new()],
+                env: vec![("FTCOLL_SIZE".into(), "16".into())],
+                quiet: true,
+            },
+            ControlMsg::Signal {
+                rank: 3,
+                signal: 19,
+            },
+            ControlMsg::RankExited {
+                rank: 3,
+                code: -1,
+                signal: 9,
+            },
         ]
     }
 

@@ -4,8 +4,12 @@ use std::time::Duration;
 
 use ftcoll_algos::Rank;
 
+#[cfg(feature = "ofi")]
+use super::ofi::OfiTransport;
 use super::shm::ShmTransport;
 use super::tcp::TcpTransport;
+#[cfg(feature = "ucx")]
+use super::ucx::UcxTransport;
 use super::{RegisteredBuffer, Transport, TransportError, TransportKind, Waker};
 
 /// One of the compiled-in transports, dispatched statically.
@@ -14,6 +18,12 @@ pub enum Backend {
     Shm(ShmTransport),
     /// TCP (boxed: its socket tables make it much larger than the shared-memory endpoint).
     Tcp(Box<TcpTransport>),
+    /// UCX.
+    #[cfg(feature = "ucx")]
+    Ucx(Box<UcxTransport>),
+    /// libfabric.
+    #[cfg(feature = "ofi")]
+    Ofi(Box<OfiTransport>),
 }
 
 macro_rules! each {
@@ -21,6 +31,10 @@ macro_rules! each {
         match $self {
             Backend::Shm($t) => $body,
             Backend::Tcp($t) => $body,
+            #[cfg(feature = "ucx")]
+            Backend::Ucx($t) => $body,
+            #[cfg(feature = "ofi")]
+            Backend::Ofi($t) => $body,
         }
     };
 }
@@ -41,6 +55,14 @@ impl Transport for Backend {
     fn register(&mut self, bytes: usize) -> Result<RegisteredBuffer, TransportError> {
         each!(self, t => t.register(bytes))
     }
+    fn send_registered(
+        &mut self,
+        to: Rank,
+        buffer: &RegisteredBuffer,
+        len: usize,
+    ) -> Result<(), TransportError> {
+        each!(self, t => t.send_registered(to, buffer, len))
+    }
     fn progress(&mut self) -> Result<usize, TransportError> {
         each!(self, t => t.progress())
     }
@@ -59,5 +81,8 @@ impl Transport for Backend {
     }
     fn peer_failed(&mut self, peer: Rank) {
         each!(self, t => t.peer_failed(peer))
+    }
+    fn take_unreachable(&mut self, out: &mut Vec<Rank>) {
+        each!(self, t => t.take_unreachable(out))
     }
 }

@@ -8,9 +8,15 @@
 //! backend that is not compiled in is a run-time error, never a silent fallback.
 
 pub mod backend;
+#[cfg(feature = "ofi")]
+pub mod ofi;
+pub mod open;
 pub mod shm;
 pub mod tcp;
+#[cfg(feature = "ucx")]
+pub mod ucx;
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,8 +32,8 @@ pub enum TransportKind {
     Tcp,
     /// UCX (needs the `ucx` feature and libucx).
     Ucx,
-    /// libfabric (needs the `libfabric` feature and libfabric).
-    Libfabric,
+    /// libfabric (needs the `ofi` feature and libfabric).
+    Ofi,
 }
 
 impl TransportKind {
@@ -37,7 +43,7 @@ impl TransportKind {
             TransportKind::Shm => "shm",
             TransportKind::Tcp => "tcp",
             TransportKind::Ucx => "ucx",
-            TransportKind::Libfabric => "libfabric",
+            TransportKind::Ofi => "ofi",
         }
     }
 
@@ -47,15 +53,73 @@ impl TransportKind {
             "shm" => Ok(TransportKind::Shm),
             "tcp" => Ok(TransportKind::Tcp),
             "ucx" => Ok(TransportKind::Ucx),
-            "libfabric" | "ofi" => Ok(TransportKind::Libfabric),
+            "ofi" | "libfabric" => Ok(TransportKind::Ofi),
             other => Err(TransportError::UnknownTransport(other.to_string())),
         }
     }
 
     /// Whether this build contains the backend.
     pub fn compiled_in(self) -> bool {
-        matches!(self, TransportKind::Shm | TransportKind::Tcp)
+        match self {
+            TransportKind::Shm | TransportKind::Tcp => true,
+            TransportKind::Ucx => cfg!(feature = "ucx"),
+            TransportKind::Ofi => cfg!(feature = "ofi"),
+        }
     }
+
+    /// The cargo feature and Debian package an RDMA backend needs (`None` for built-in ones).
+    pub fn requirement(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            TransportKind::Shm | TransportKind::Tcp => None,
+            TransportKind::Ucx => Some(("ucx", "libucx-dev")),
+            TransportKind::Ofi => Some(("ofi", "libfabric-dev")),
+        }
+    }
+}
+
+/// The transport a `--transport` name asks for: `auto` takes an RDMA backend that is compiled in
+/// and finds an RDMA device, else shared memory when every rank runs on this machine
+/// (`one_machine`), else TCP. A named backend must be compiled in.
+pub fn choose(name: &str, one_machine: bool) -> Result<TransportKind, TransportError> {
+    if name != "auto" {
+        let kind = TransportKind::parse(name)?;
+        if !kind.compiled_in() {
+            return Err(TransportError::NotCompiledIn(kind));
+        }
+        return Ok(kind);
+    }
+    if let Some(kind) = rdma_with_device() {
+        return Ok(kind);
+    }
+    Ok(if one_machine {
+        TransportKind::Shm
+    } else {
+        TransportKind::Tcp
+    })
+}
+
+/// The first compiled-in RDMA backend that sees an RDMA device. A library that fails to
+/// initialise only loses its turn: `auto` must still find a working transport.
+fn rdma_with_device() -> Option<TransportKind> {
+    #[cfg(feature = "ucx")]
+    match ucx::probe_rdma_device() {
+        Ok(Some(device)) => {
+            tracing::info!(%device, "auto transport: UCX sees an RDMA device");
+            return Some(TransportKind::Ucx);
+        }
+        Ok(None) => tracing::debug!("auto transport: UCX sees no RDMA device"),
+        Err(error) => tracing::info!(%error, "auto transport: UCX unusable"),
+    }
+    #[cfg(feature = "ofi")]
+    match ofi::probe_rdma_provider() {
+        Ok(Some(provider)) => {
+            tracing::info!(%provider, "auto transport: libfabric offers an RDMA provider");
+            return Some(TransportKind::Ofi);
+        }
+        Ok(None) => tracing::debug!("auto transport: libfabric offers no RDMA provider"),
+        Err(error) => tracing::info!(%error, "auto transport: libfabric unusable"),
+    }
+    None
 }
 
 impl fmt::Display for TransportKind {
@@ -68,11 +132,21 @@ impl fmt::Display for TransportKind {
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
     /// No such transport name.
-    #[error("unknown transport '{0}'; use shm or tcp (ucx and libfabric need their features)")]
+    #[error("unknown transport '{0}'; use auto, shm, tcp, ucx or ofi")]
     UnknownTransport(String),
     /// A backend this build does not contain.
-    #[error("transport {0} is not compiled into this build; rebuild with --features {0} (see the README's RDMA section) or use shm or tcp")]
+    #[error("transport {0} is not compiled into this build; rebuild with `cargo build --release --features {0}` (see the README's RDMA section) or use shm or tcp")]
     NotCompiledIn(TransportKind),
+    /// An RDMA library call failed (or the library found no usable device).
+    #[error("{library} {call} failed: {why}")]
+    Library {
+        /// `ucx` or `libfabric`.
+        library: &'static str,
+        /// The library function.
+        call: &'static str,
+        /// The library's own error text.
+        why: String,
+    },
     /// A frame larger than the backend carries in one piece.
     #[error("frame of {len} bytes exceeds the transport's limit of {limit} bytes; raise FTCOLL_SHM_LANE_BYTES or send smaller vectors")]
     FrameTooLarge {
@@ -147,19 +221,41 @@ impl fmt::Debug for Waker {
     }
 }
 
+/// A backend's registration of some memory with its library (a UCX memory handle, a libfabric
+/// memory region). Dropping the last reference deregisters the memory.
+pub trait Registration: Send + Sync + 'static {
+    /// The backend's concrete type, for the backend that made it to downcast.
+    fn as_any(&self) -> &dyn Any;
+}
+
 /// Memory registered with a transport for sends. Shared memory and TCP need no registration,
-/// so theirs is plain aligned memory; RDMA backends pin and register it, and the handle keeps
-/// the registration alive exactly as long as the buffer.
-#[derive(Debug)]
+/// so theirs is plain aligned memory; RDMA backends pin and register it. A send from it holds a
+/// [`PinnedBuffer`] until the library has finished with the bytes, and while one exists the
+/// buffer cannot be written ([`RegisteredBuffer::words_mut`] returns `None`), nor can the
+/// registration end: an in-flight operation owns what it sends.
 pub struct RegisteredBuffer {
-    words: Box<[u64]>,
+    // Declared before `words`: whoever drops last deregisters before the memory is freed.
+    registration: Option<Arc<dyn Registration>>,
+    words: Arc<[u64]>,
 }
 
 impl RegisteredBuffer {
-    /// A zeroed, 8-byte aligned buffer of at least `bytes` bytes.
+    /// A zeroed, 8-byte aligned buffer of at least `bytes` bytes, registered with nothing.
     pub fn zeroed(bytes: usize) -> RegisteredBuffer {
         RegisteredBuffer {
-            words: vec![0u64; bytes.div_ceil(8)].into_boxed_slice(),
+            registration: None,
+            words: Arc::from(vec![0u64; bytes.div_ceil(8)]),
+        }
+    }
+
+    /// `words` registered by a backend (which registered exactly this allocation).
+    pub fn with_registration(
+        words: Arc<[u64]>,
+        registration: Arc<dyn Registration>,
+    ) -> RegisteredBuffer {
+        RegisteredBuffer {
+            registration: Some(registration),
+            words,
         }
     }
 
@@ -168,14 +264,65 @@ impl RegisteredBuffer {
         bytemuck::cast_slice(&self.words)
     }
 
-    /// The buffer's bytes, writable.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        bytemuck::cast_slice_mut(&mut self.words)
+    /// The buffer's bytes, writable; `None` while a send from the buffer is in flight.
+    pub fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        Arc::get_mut(&mut self.words).map(bytemuck::cast_slice_mut)
     }
 
-    /// The buffer's words (payloads are written here as Pod slices).
-    pub fn words_mut(&mut self) -> &mut [u64] {
-        &mut self.words
+    /// The buffer's words (payloads are written here as Pod slices); `None` while a send from
+    /// the buffer is in flight.
+    pub fn words_mut(&mut self) -> Option<&mut [u64]> {
+        Arc::get_mut(&mut self.words)
+    }
+
+    /// The backend registration, if any.
+    pub fn registration(&self) -> Option<&Arc<dyn Registration>> {
+        self.registration.as_ref()
+    }
+
+    /// A reference that keeps the memory and its registration alive (and the buffer read-only)
+    /// until dropped: what an in-flight send owns.
+    pub fn pin(&self) -> PinnedBuffer {
+        PinnedBuffer {
+            registration: self.registration.clone(),
+            words: Arc::clone(&self.words),
+        }
+    }
+}
+
+impl fmt::Debug for RegisteredBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredBuffer")
+            .field("bytes", &self.bytes().len())
+            .field("registered", &self.registration.is_some())
+            .finish()
+    }
+}
+
+/// What an in-flight send holds of a [`RegisteredBuffer`]: see [`RegisteredBuffer::pin`].
+pub struct PinnedBuffer {
+    // Declared before `words`, as in `RegisteredBuffer`.
+    registration: Option<Arc<dyn Registration>>,
+    words: Arc<[u64]>,
+}
+
+impl PinnedBuffer {
+    /// The pinned bytes.
+    pub fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.words)
+    }
+
+    /// The backend registration, if any.
+    pub fn registration(&self) -> Option<&Arc<dyn Registration>> {
+        self.registration.as_ref()
+    }
+}
+
+impl fmt::Debug for PinnedBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinnedBuffer")
+            .field("bytes", &self.bytes().len())
+            .finish()
     }
 }
 
@@ -238,4 +385,39 @@ pub trait Transport {
     /// `peer` has failed: release whatever the transport holds for it (queued sends, lanes,
     /// connections).
     fn peer_failed(&mut self, peer: Rank);
+
+    /// Moves into `out` the peers the transport itself found unreachable since the last call
+    /// (an RDMA library's peer-error callback or error completion); the executor reports them
+    /// to the launcher, which alone declares ranks failed. Backends that cannot tell return
+    /// nothing.
+    fn take_unreachable(&mut self, out: &mut Vec<Rank>) {
+        let _ = out;
+    }
+}
+
+#[cfg(test)]
+mod choice_tests {
+    use super::*;
+
+    #[test]
+    fn auto_without_rdma_is_shared_memory_on_one_machine_else_tcp() {
+        // No RDMA device on a test machine (and none compiled in by default).
+        assert_eq!(choose("auto", true).unwrap(), TransportKind::Shm);
+        assert_eq!(choose("auto", false).unwrap(), TransportKind::Tcp);
+    }
+
+    #[test]
+    fn named_backends_must_be_compiled_in() {
+        assert_eq!(choose("tcp", true).unwrap(), TransportKind::Tcp);
+        assert_eq!(choose("libfabric", true).is_ok(), cfg!(feature = "ofi"));
+        let ucx = choose("ucx", true);
+        assert_eq!(ucx.is_ok(), TransportKind::Ucx.compiled_in());
+        if let Err(error) = ucx {
+            let text = error.to_string();
+            assert!(text.contains("--features ucx"), "{text}");
+            assert!(!text.contains('\n'));
+        }
+        let unknown = choose("verbs", true).unwrap_err().to_string();
+        assert!(unknown.contains("auto, shm, tcp, ucx or ofi"), "{unknown}");
+    }
 }
