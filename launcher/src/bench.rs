@@ -31,8 +31,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "era" => crate::bench_era::run(args),
         "ftco" => crate::bench_ftco::run(args),
         "console" => crate::console::bench::run(args),
+        "transport" => crate::bench_transport::run(args),
         other => {
-            bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected, era, ftco, console")
+            bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected, era, ftco, console, transport")
         }
     }
 }

@@ -248,6 +248,7 @@ pub fn ftcoll_timings(
     .collect();
     program_args.extend(case.rank_args.iter().cloned());
     let spec = crate::live::LiveSpec {
+        cluster: None,
         args: &cli.run,
         program: exe.to_string_lossy().into_owned(),
         program_args,

@@ -51,6 +51,12 @@ pub enum Command {
     /// One rank of the built-in job (started by the launcher, not by hand).
     #[command(name = "__rank", hide = true)]
     Rank(crate::live::rank_main::RankArgs),
+    /// The node agent of a cluster run (started by the launcher over ssh or srun).
+    #[command(name = "__agent", hide = true)]
+    Agent(crate::cluster::agent::AgentArgs),
+    /// One side of `bench transport`.
+    #[command(name = "__pingpong", hide = true)]
+    PingPong(crate::bench_transport::PingPongArgs),
 }
 
 /// Flags of `ftcoll-launch experiment`.
@@ -89,7 +95,8 @@ pub struct BenchArgs {
     /// beside the allreduce and ULFM, and the cost of a failure by the failed rank's role), or
     /// `ftco` (FTCO allreduce with offline faults, 004 Table 1, and against the ULFM way,
     /// Fig. 6), or `console` (the launcher's CPU while the console watches N ranks, beside
-    /// the same job unwatched).
+    /// the same job unwatched), or `transport` (8-byte one-way latency over UCX and libfabric
+    /// beside ucx_perftest and fi_pingpong).
     pub name: String,
     /// Ranks for `allreduce`, comma-separated.
     #[arg(long, default_value = "2,4,8,16")]
@@ -268,12 +275,26 @@ pub struct RunArgs {
     /// Run the simulation twice and fail unless both traces hash the same.
     #[arg(long)]
     pub check_determinism: bool,
-    /// Data-plane transport of a real run: shm (one machine) or tcp.
-    #[arg(long, default_value = "shm")]
+    /// Data-plane transport of a real run: auto (an RDMA backend compiled in that finds a
+    /// device, else shm on one machine, else tcp), shm, tcp, ucx or ofi (ucx and ofi need the
+    /// cargo features of the same names).
+    #[arg(long, default_value = "auto")]
     pub transport: String,
-    /// IP the control plane (and the TCP data plane) listen on.
+    /// libfabric provider for --transport ofi (e.g. tcp, shm, verbs); default: FI_PROVIDER,
+    /// else libfabric's first RDM provider.
+    #[arg(long)]
+    pub ofi_provider: Option<String>,
+    /// IP the control plane (and, on one machine, the TCP data plane) listen on; cluster runs
+    /// need one the hosts reach (inside Slurm the host's own address is taken by default).
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: String,
+    /// Run the ranks on the hosts of this file (Open MPI format: `host slots=K`), started over
+    /// ssh (`FTCOLL_SSH`, default `ssh`; batch mode) in blocks of --ranks-per-node per host.
+    #[arg(long, value_name = "FILE")]
+    pub hostfile: Option<std::path::PathBuf>,
+    /// Inside a Slurm allocation, still start every rank on this machine instead of with srun.
+    #[arg(long)]
+    pub no_slurm: bool,
     /// Operations the built-in job runs.
     #[arg(long, default_value_t = 1)]
     pub ops: u64,

@@ -7,7 +7,9 @@ mod bench;
 mod bench_allreduce;
 mod bench_era;
 mod bench_ftco;
+mod bench_transport;
 mod cli;
+mod cluster;
 mod console;
 mod experiments;
 mod live;
@@ -34,6 +36,8 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Experiment(args)) => experiments::run(&args),
         Some(Command::Rank(args)) => return live::rank_main::main(&args),
+        Some(Command::Agent(args)) => cluster::agent::main(&args),
+        Some(Command::PingPong(args)) => bench_transport::pingpong_main(&args),
         None => run::run(&cli.run),
     };
     match result {

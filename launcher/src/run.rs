@@ -376,17 +376,13 @@ fn print_summary(spec: &JobSpec, report: &SimReport) {
 
 /// A job on real rank processes, watched by the console if `console`.
 fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
-    use ftcoll_runtime::transport::TransportKind;
-
     use crate::live::{BuiltinJob, LiveSpec};
 
     if args.n == 0 {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }
-    let transport = TransportKind::parse(&args.transport)?;
-    if !transport.compiled_in() {
-        return Err(ftcoll_runtime::transport::TransportError::NotCompiledIn(transport).into());
-    }
+    let cluster = crate::cluster::Cluster::detect(args)?;
+    let transport = ftcoll_runtime::transport::choose(&args.transport, cluster.is_none())?;
     let faults = args
         .faults
         .iter()
@@ -404,6 +400,7 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
             builtin: false,
             transport,
             faults,
+            cluster,
         };
         let outcome = crate::live::run(&spec)?;
         println!(
@@ -507,6 +504,7 @@ pub fn builtin_spec(
 
     let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
     Ok(LiveSpec {
+        cluster: crate::cluster::Cluster::detect(args)?,
         args,
         program: exe.to_string_lossy().into_owned(),
         program_args: vec![

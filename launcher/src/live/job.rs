@@ -17,10 +17,14 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use super::report::{FailureRecord, LiveOutcome};
-use super::server::{failure_notice, Conn, Refusal, Request};
+use super::server::{failure_notice, Conn, JobShape, Refusal, Request};
 use super::spawn::{raise_fd_limit, random_bytes, spawn_rank, JobEnv};
 use crate::cli::RunArgs;
 use crate::console::live::{Flow, LiveConsole};
+
+mod remote;
+
+use crate::cluster::agent::WORKDIR_VAR;
 
 const LISTENER: Token = Token(0);
 const PIDFD_BASE: usize = 1;
@@ -38,6 +42,10 @@ const CONSOLE_TICK: Duration = Duration::from_millis(20);
 const CONSOLE_COALESCE: Duration = Duration::from_millis(2);
 /// Longest interval between two looks at every rank's last heartbeat.
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);
+/// A rank some peer's transport calls unreachable, or a remote rank whose control connection
+/// broke, is killed (fail-stop) if it still runs this long after: a rank that died is reaped
+/// (or reported by its agent) well within it and reported as the exit it was.
+const FENCE_GRACE: Duration = Duration::from_millis(250);
 /// Readiness events taken per turn of the event loop.
 const EVENT_CAPACITY: usize = 1024;
 
@@ -50,10 +58,18 @@ struct RankSlot {
     conn: Option<usize>,
     address: Option<String>,
     last_heartbeat: Option<Instant>,
+    /// A suspicion that waits out a grace period before the rank is fenced: a dying rank is
+    /// reaped (or its agent reports it) within it, and is then reported as the exit it was.
+    pending_fence: Option<(Instant, FailureCause)>,
+    /// A remote rank's exit as its agent reported it, held until its control connection has
+    /// delivered everything the rank sent (its final messages travel on another connection).
+    remote_exit: Option<(bool, String)>,
     finished: bool,
     exited: bool,
     /// Set when the launcher killed it on suspicion: reported with this cause once dead.
     fenced: Option<FailureCause>,
+    /// The node agent that started it (on another host), if not the launcher itself.
+    node_agent: Option<u32>,
     stopped: bool,
     pss_kb: u64,
     reports: Vec<OpReport>,
@@ -81,6 +97,8 @@ pub struct LiveSpec<'a> {
     pub transport: TransportKind,
     /// Fault specs.
     pub faults: Vec<FaultSpec>,
+    /// Hosts other than this machine (`--hostfile`, Slurm), if any.
+    pub cluster: Option<crate::cluster::Cluster>,
 }
 
 /// Runs a real job and returns what happened.
@@ -98,9 +116,17 @@ pub fn run_with_console(
     raise_fd_limit(2 * u64::from(n) + 64)?;
     let job_id = u64::from_le_bytes(random_bytes(8)?.try_into().unwrap_or_default());
     let secret = random_bytes(32)?;
-    let bind: std::net::SocketAddr = format!("{}:0", args.bind)
+    let cluster = spec.cluster.as_ref();
+    if cluster.is_some() && spec.transport == TransportKind::Shm {
+        bail!("--transport shm needs every rank on this machine under the launcher; use tcp (or auto) for a run on other hosts");
+    }
+    let bind_ip = match cluster {
+        Some(cluster) => crate::cluster::control_bind(&args.bind, cluster)?,
+        None => args.bind.clone(),
+    };
+    let bind: std::net::SocketAddr = format!("{bind_ip}:0")
         .parse()
-        .with_context(|| format!("--bind {} is not an IP address", args.bind))?;
+        .with_context(|| format!("--bind {bind_ip} is not an IP address"))?;
     let mut listener =
         TcpListener::bind(bind).with_context(|| format!("cannot listen on {bind}"))?;
     let control_addr = listener.local_addr()?.to_string();
@@ -133,7 +159,11 @@ pub fn run_with_console(
     }
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u32;
     // A real job on one machine puts every rank on one node unless told otherwise.
-    let ranks_per_node = args.ranks_per_node.unwrap_or(n).clamp(1, n);
+    let ranks_per_node = match cluster {
+        Some(cluster) => cluster.placement.ranks_per_node,
+        None => args.ranks_per_node.unwrap_or(n),
+    }
+    .clamp(1, n);
     let env = JobEnv {
         size: n,
         job_id,
@@ -152,6 +182,7 @@ pub fn run_with_console(
             .and_then(|v| v.parse().ok())
             .unwrap_or(if n <= cores { 50 } else { 0 }),
         faults: args.faults.join(";"),
+        ofi_provider: args.ofi_provider.clone(),
         telemetry_ms: if console.as_ref().is_some_and(|c| c.telemetry()) {
             crate::console::telemetry_period(n).as_millis() as u64
         } else {
@@ -171,6 +202,7 @@ pub fn run_with_console(
     let ranks: Vec<RankSlot> = (0..n).map(|_| RankSlot::default()).collect();
     let mut state = Loop {
         ranks,
+        agents: Vec::new(),
         conns: Vec::new(),
         free_conns: Vec::new(),
         pending_resolves: BTreeMap::new(),
@@ -194,37 +226,76 @@ pub fn run_with_console(
     // are started with only the listener open, their connections waiting in the backlog, and
     // served afterwards — unless N exceeds what the backlog holds, in which case the launcher
     // accepts between batches.
-    let serve_while_spawning = u64::from(n) > BACKLOG_SAFE_RANKS;
-    let mut children = Vec::with_capacity(n as usize);
-    for first in (0..n).step_by(SPAWN_BATCH) {
-        for r in first..(first + SPAWN_BATCH as u32).min(n) {
-            children.push(spawn_rank(
-                &env,
-                r,
-                &spec.program,
-                &spec.program_args,
-                spec.builtin,
-            )?);
+    // Kept until the job ends: dropping it reaps (or kills) the ssh/srun processes.
+    let mut agents = None;
+    if let Some(cluster) = cluster {
+        state.plan_agents(&cluster.placement);
+        let call = crate::cluster::starter::AgentCall {
+            control_addr: &control_addr,
+            job_id,
+            secret: &state.secret.clone(),
+            heartbeat_ms,
+        };
+        let mut starters =
+            crate::cluster::starter::Agents::start(&cluster.route, &cluster.placement, &call)?;
+        if let Err(error) =
+            state.await_agents(&mut poll, &mut listener, &mut events, &mut starters, n)
+        {
+            // Agents that connected end when their connection does: nothing starts.
+            state.close_all(&mut poll);
+            drop(starters);
+            return Err(error);
         }
-        if serve_while_spawning {
-            state.serve(&mut poll, &mut listener, &mut events, Duration::ZERO, n)?;
+        let mut common = env.common_vars();
+        // Ranks start in the launcher's directory (relative program paths, output files), as
+        // under mpirun; the agent changes there if the host has it.
+        if let Ok(dir) = std::env::current_dir() {
+            common.push((WORKDIR_VAR.into(), dir.to_string_lossy().into_owned()));
         }
-    }
-    for (r, child) in children.into_iter().enumerate() {
-        // The child cannot be reaped by anyone else before we wait for it, so its pid is still
-        // its own: opening the pidfd late is safe.
-        let pid = rustix::process::Pid::from_raw(child.id() as i32).context("child has no pid")?;
-        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-            .with_context(|| format!("pidfd_open for rank {r}"))?;
-        poll.registry().register(
-            &mut SourceFd(&pidfd.as_raw_fd()),
-            Token(PIDFD_BASE + r),
-            Interest::READABLE,
-        )?;
-        let slot = &mut state.ranks[r];
-        slot.pid = child.id();
-        slot.child = Some(child);
-        slot.pidfd = Some(pidfd);
+        state.spawn_remote(|first, count| ftcoll_runtime::control::ControlMsg::Spawn {
+            first,
+            count,
+            program: spec.program.clone(),
+            args: spec.program_args.clone(),
+            env: common.clone(),
+            quiet: spec.builtin,
+        });
+        state.flush_all(&mut poll)?;
+        agents = Some(starters);
+    } else {
+        let serve_while_spawning = u64::from(n) > BACKLOG_SAFE_RANKS;
+        let mut children = Vec::with_capacity(n as usize);
+        for first in (0..n).step_by(SPAWN_BATCH) {
+            for r in first..(first + SPAWN_BATCH as u32).min(n) {
+                children.push(spawn_rank(
+                    &env,
+                    r,
+                    &spec.program,
+                    &spec.program_args,
+                    spec.builtin,
+                )?);
+            }
+            if serve_while_spawning {
+                state.serve(&mut poll, &mut listener, &mut events, Duration::ZERO, n)?;
+            }
+        }
+        for (r, child) in children.into_iter().enumerate() {
+            // The child cannot be reaped by anyone else before we wait for it, so its pid is still
+            // its own: opening the pidfd late is safe.
+            let pid =
+                rustix::process::Pid::from_raw(child.id() as i32).context("child has no pid")?;
+            let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+                .with_context(|| format!("pidfd_open for rank {r}"))?;
+            poll.registry().register(
+                &mut SourceFd(&pidfd.as_raw_fd()),
+                Token(PIDFD_BASE + r),
+                Interest::READABLE,
+            )?;
+            let slot = &mut state.ranks[r];
+            slot.pid = child.id();
+            slot.child = Some(child);
+            slot.pidfd = Some(pidfd);
+        }
     }
     // The segment's descriptor has been inherited; the launcher's mapping can go.
     drop(segment);
@@ -267,10 +338,18 @@ pub fn run_with_console(
         }
         state.apply_launcher_faults();
     }
+    if agents.is_some() {
+        // Kills of remote ranks travel through their agents.
+        state.flush_all(&mut poll)?;
+        state.close_all(&mut poll);
+    }
+    drop(agents);
     let wall_s = started.elapsed().as_secs_f64();
     Ok(LiveOutcome {
         n,
         transport: spec.transport,
+        launch: cluster.map_or("local", |c| c.route.name()),
+        hosts: cluster.map_or(1, |c| c.placement.nodes.len() as u32),
         wall_s,
         spawn_s: spawned_s,
         wireup_s: state.wired_at.map(|t| t.as_secs_f64()),
@@ -352,6 +431,8 @@ fn launcher_faults(
 
 struct Loop {
     ranks: Vec<RankSlot>,
+    /// Node agents (cluster runs only).
+    agents: Vec<remote::AgentSlot>,
     conns: Vec<Option<Conn>>,
     free_conns: Vec<usize>,
     /// Address lookups waiting for the peer to register: peer → askers.
@@ -386,6 +467,14 @@ enum ConsoleEvent {
 }
 
 impl Loop {
+    /// What a control connection may claim to be.
+    fn shape(&self) -> JobShape {
+        JobShape {
+            ranks: self.ranks.len() as u32,
+            nodes: self.agents.len() as u32,
+        }
+    }
+
     /// One round of the event loop: wait up to `timeout` and handle what happened.
     fn serve(
         &mut self,
@@ -444,12 +533,10 @@ impl Loop {
     fn close_conn(&mut self, poll: &mut Poll, index: usize, why: Option<String>) {
         // What a rank sent before its connection broke still counts: when a write to a rank
         // that just exited fails first, its last message (often Finished) is still unread.
+        let shape = self.shape();
         let registered = &self.registered_pids;
         let pending = match self.conns.get_mut(index).and_then(Option::as_mut) {
-            Some(conn) if conn.rank.is_some() => {
-                conn.read(&self.secret, self.ranks.len() as u32, registered)
-                    .0
-            }
+            Some(conn) if conn.rank.is_some() => conn.read(&self.secret, shape, registered).0,
             _ => Vec::new(),
         };
         for request in pending {
@@ -464,11 +551,15 @@ impl Loop {
                 self.ranks[rank as usize].conn = None;
                 self.control_closed(poll, rank);
             }
+            if let Some(node) = conn.agent {
+                self.agent_closed(node);
+            }
             self.free_conns.push(index);
         }
     }
 
     fn conn_event(&mut self, poll: &mut Poll, index: usize, readable: bool) -> anyhow::Result<()> {
+        let shape = self.shape();
         let registered = &self.registered_pids;
         let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
             return Ok(());
@@ -480,7 +571,7 @@ impl Loop {
         if !readable {
             return Ok(());
         }
-        let (requests, closed) = conn.read(&self.secret, self.ranks.len() as u32, registered);
+        let (requests, closed) = conn.read(&self.secret, shape, registered);
         if conn.wants_write() {
             // A welcome to a rank that just proved itself.
             self.dirty.push(index);
@@ -539,6 +630,23 @@ impl Loop {
             }
             Request::Heartbeat(rank) => {
                 self.ranks[rank as usize].last_heartbeat = Some(Instant::now())
+            }
+            Request::AgentRegistered { node, pid, host } => {
+                self.agent_registered(conn, node, pid, &host)
+            }
+            Request::AgentHeartbeat(node) => self.agent_heartbeat(node),
+            Request::RankExited {
+                node,
+                rank,
+                code,
+                signal,
+            } => self.remote_exited(node, rank, code, signal),
+            Request::Unreachable { from, peer } => {
+                let slot = &mut self.ranks[peer as usize];
+                if !slot.exited && slot.pending_fence.is_none() {
+                    tracing::info!(from, peer, "transport reports the peer unreachable");
+                    slot.pending_fence = Some((Instant::now(), FailureCause::Unreachable));
+                }
             }
             Request::Resolve { from, peer } => {
                 let slot = &self.ranks[peer as usize];
@@ -615,7 +723,8 @@ impl Loop {
             self.last_hello_scan = Instant::now();
             for (index, conn) in self.conns.iter().enumerate() {
                 if let Some(conn) = conn {
-                    if conn.rank.is_none() && conn.opened.elapsed() > REGISTER_TIMEOUT {
+                    let anonymous = conn.rank.is_none() && conn.agent.is_none();
+                    if anonymous && conn.opened.elapsed() > REGISTER_TIMEOUT {
                         broken.push((index, Some("no hello in time".into())));
                     }
                 }
@@ -652,13 +761,21 @@ impl Loop {
                 .registry()
                 .deregister(&mut SourceFd(&pidfd.as_raw_fd()));
         }
-        let clean = slot.finished && status.success();
-        if clean {
-            return Ok(());
+        self.record_exit(rank, status.success(), describe_exit(status));
+        Ok(())
+    }
+
+    /// Rank `rank` is dead (`clean`: it exited with status 0; `how`: its exit as seen). Unless
+    /// it finished its work and exited cleanly, it failed: record it and tell every survivor.
+    fn record_exit(&mut self, rank: u32, clean: bool, how: String) {
+        let slot = &mut self.ranks[rank as usize];
+        slot.exited = true;
+        if slot.finished && clean {
+            return;
         }
         let cause = slot.fenced.unwrap_or(FailureCause::Exited);
         let how = match cause {
-            FailureCause::Exited => describe_exit(status),
+            FailureCause::Exited | FailureCause::NodeLost => how,
             other => format!("{} (killed by the launcher)", other.name()),
         };
         let at_s = self.started.elapsed().as_secs_f64();
@@ -687,7 +804,6 @@ impl Loop {
                 },
             );
         }
-        Ok(())
     }
 
     /// A registered rank's control connection closed. Usually the process died (its EOF tends to
@@ -696,7 +812,17 @@ impl Loop {
     /// killed first, then reported.
     fn control_closed(&mut self, poll: &mut Poll, rank: u32) {
         let slot = &mut self.ranks[rank as usize];
+        if let Some((clean, how)) = slot.remote_exit.take() {
+            self.record_exit(rank, clean, how);
+            return;
+        }
         if slot.exited || slot.finished || slot.fenced.is_some() {
+            return;
+        }
+        if slot.node_agent.is_some() {
+            // Its agent reports its exit if it died; if not, it is fenced after the grace.
+            slot.pending_fence
+                .get_or_insert((Instant::now(), FailureCause::ControlLost));
             return;
         }
         // The process may be exiting right now; give it a moment before calling it a hang.
@@ -734,8 +860,20 @@ impl Loop {
             cause = cause.name(),
             "suspected; killing before anyone is told"
         );
-        if let Some(child) = slot.child.as_mut() {
-            let _ = child.kill();
+        self.kill_rank(rank);
+    }
+
+    /// SIGKILL to `rank`, wherever it runs.
+    fn kill_rank(&mut self, rank: u32) {
+        let slot = &mut self.ranks[rank as usize];
+        if slot.exited {
+            return;
+        }
+        match slot.child.as_mut() {
+            Some(child) => {
+                let _ = child.kill();
+            }
+            None => self.signal_remote(rank, rustix::process::Signal::KILL.as_raw()),
         }
     }
 
@@ -767,6 +905,7 @@ impl Loop {
             }
             return;
         }
+        self.check_agents(now);
         for rank in 0..n {
             let slot = &self.ranks[rank as usize];
             if slot.exited || slot.finished || slot.fenced.is_some() {
@@ -776,8 +915,13 @@ impl Loop {
                 Some(beat) => now.duration_since(beat) > self.suspect,
                 None => self.started.elapsed() > REGISTER_TIMEOUT,
             };
+            let graced = slot
+                .pending_fence
+                .filter(|(since, _)| now.duration_since(*since) > FENCE_GRACE);
             if silent {
                 self.fence(rank, FailureCause::HeartbeatTimeout);
+            } else if let Some((_, cause)) = graced {
+                self.fence(rank, cause);
             }
         }
     }
@@ -795,27 +939,29 @@ impl Loop {
             match fault {
                 LauncherFault::Kill(rank) => {
                     tracing::warn!(rank, "scripted kill");
-                    if let Some(child) = self.ranks[rank as usize].child.as_mut() {
-                        let _ = child.kill();
-                    }
+                    self.kill_rank(rank);
                 }
                 LauncherFault::Stop(rank) => {
-                    let slot = &mut self.ranks[rank as usize];
                     tracing::warn!(rank, "scripted stop (SIGSTOP)");
-                    if let Some(pid) = rustix::process::Pid::from_raw(slot.pid as i32) {
-                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::STOP);
-                        slot.stopped = true;
-                    }
+                    self.signal(rank, rustix::process::Signal::STOP);
+                    self.ranks[rank as usize].stopped = true;
                 }
             }
         }
     }
 
+    /// Drops every control connection without judging anyone (the job is over): agents and
+    /// ranks still running see the end of their connection and exit.
+    fn close_all(&mut self, poll: &mut Poll) {
+        for conn in self.conns.iter_mut().filter_map(Option::take) {
+            let mut conn = conn;
+            let _ = poll.registry().deregister(&mut conn.stream);
+        }
+    }
+
     fn kill_all(&mut self) {
-        for slot in &mut self.ranks {
-            if let Some(child) = slot.child.as_mut() {
-                let _ = child.kill();
-            }
+        for rank in 0..self.ranks.len() as u32 {
+            self.kill_rank(rank);
         }
     }
 
@@ -867,6 +1013,10 @@ impl Loop {
         if slot.exited {
             return;
         }
+        if slot.node_agent.is_some() {
+            self.signal_remote(rank, signal.as_raw());
+            return;
+        }
         if let Some(pid) = rustix::process::Pid::from_raw(slot.pid as i32) {
             let _ = rustix::process::kill_process(pid, signal);
         }
@@ -875,9 +1025,7 @@ impl Loop {
 
 impl crate::console::live::JobHandle for Loop {
     fn kill(&mut self, rank: u32) {
-        if let Some(child) = self.ranks[rank as usize].child.as_mut() {
-            let _ = child.kill();
-        }
+        self.kill_rank(rank);
     }
 
     fn stop(&mut self, rank: u32) {

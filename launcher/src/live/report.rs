@@ -27,6 +27,10 @@ pub struct LiveOutcome {
     pub n: u32,
     /// Transport.
     pub transport: TransportKind,
+    /// Who started the ranks: `local` (the launcher), `ssh` or `srun` (node agents).
+    pub launch: &'static str,
+    /// Hosts the ranks ran on.
+    pub hosts: u32,
     /// Seconds from launch to the last exit.
     pub wall_s: f64,
     /// Seconds to start every process.
@@ -68,6 +72,8 @@ pub struct LiveJson {
     algo: String,
     op: String,
     transport: &'static str,
+    launch: &'static str,
+    hosts: u32,
     seed: u64,
     ops: u64,
     ops_ok_all_ranks: u64,
@@ -203,6 +209,8 @@ impl LiveOutcome {
             algo: job.algo.clone(),
             op: job.op.name().to_string(),
             transport: self.transport.name(),
+            launch: self.launch,
+            hosts: self.hosts,
             seed: job.seed,
             ops: job.ops,
             ops_ok_all_ranks: ok_all,

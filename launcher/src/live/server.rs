@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
-use ftcoll_runtime::control::msg::{constant_time_eq, proof, CONTROL_MAGIC, MAX_CONTROL_BYTES};
+use ftcoll_runtime::control::msg::{
+    agent_proof, constant_time_eq, proof, CONTROL_MAGIC, MAX_CONTROL_BYTES,
+};
 use ftcoll_runtime::control::{ControlMsg, FailureCause, OpReport};
 use mio::net::TcpStream;
 
@@ -26,6 +28,8 @@ pub struct Conn {
     nonce: [u8; 16],
     /// The rank it proved to be, once it did.
     pub rank: Option<u32>,
+    /// The node agent it proved to be, once it did.
+    pub agent: Option<u32>,
     inbound: Vec<u8>,
     outbound: Vec<u8>,
     /// When it connected (for the hello deadline).
@@ -46,6 +50,35 @@ pub enum Request {
     },
     /// A heartbeat of a registered rank.
     Heartbeat(u32),
+    /// A node agent proved itself.
+    AgentRegistered {
+        /// Its node.
+        node: u32,
+        /// Its pid on its host.
+        pid: u32,
+        /// Its host name.
+        host: String,
+    },
+    /// A heartbeat of a node agent.
+    AgentHeartbeat(u32),
+    /// A node agent reaped one of its ranks.
+    RankExited {
+        /// The agent's node.
+        node: u32,
+        /// The rank.
+        rank: u32,
+        /// Exit status (when `signal` is 0).
+        code: i32,
+        /// Killing signal, or 0.
+        signal: i32,
+    },
+    /// A rank's transport found `peer` unreachable.
+    Unreachable {
+        /// Who reports.
+        from: u32,
+        /// The unreachable rank.
+        peer: u32,
+    },
     /// An address lookup.
     Resolve {
         /// Who asks.
@@ -68,6 +101,15 @@ pub enum Request {
     },
 }
 
+/// What a connection may claim to be.
+#[derive(Clone, Copy, Debug)]
+pub struct JobShape {
+    /// Ranks in the job.
+    pub ranks: u32,
+    /// Node agents in the job (0 when the launcher starts every rank itself).
+    pub nodes: u32,
+}
+
 /// Why a connection was dropped.
 #[derive(Debug)]
 pub enum Refusal {
@@ -84,6 +126,7 @@ impl Conn {
             stream,
             nonce,
             rank: None,
+            agent: None,
             inbound: Vec::new(),
             outbound: Vec::new(),
             opened: Instant::now(),
@@ -128,12 +171,12 @@ impl Conn {
     pub fn read(
         &mut self,
         secret: &[u8],
-        size: u32,
+        shape: JobShape,
         registered: &BTreeMap<u32, u32>,
     ) -> (Vec<Request>, Option<Refusal>) {
         let mut requests = Vec::new();
         let closed = self.fill();
-        if let Err(refusal) = self.parse(secret, size, registered, &mut requests) {
+        if let Err(refusal) = self.parse(secret, shape, registered, &mut requests) {
             return (requests, Some(refusal));
         }
         (requests, closed)
@@ -166,7 +209,7 @@ impl Conn {
     fn parse(
         &mut self,
         secret: &[u8],
-        size: u32,
+        shape: JobShape,
         registered: &BTreeMap<u32, u32>,
         requests: &mut Vec<Request>,
     ) -> Result<(), Refusal> {
@@ -186,7 +229,7 @@ impl Conn {
             let msg = ControlMsg::decode(&self.inbound[4..4 + len])
                 .map_err(|e| Refusal::Bad(e.to_string()))?;
             self.inbound.drain(..4 + len);
-            requests.push(self.interpret(msg, secret, size, registered)?);
+            requests.push(self.interpret(msg, secret, shape, registered)?);
         }
         Ok(())
     }
@@ -195,10 +238,55 @@ impl Conn {
         &mut self,
         msg: ControlMsg,
         secret: &[u8],
-        size: u32,
+        shape: JobShape,
         registered: &BTreeMap<u32, u32>,
     ) -> Result<Request, Refusal> {
+        let size = shape.ranks;
+        if let Some(node) = self.agent {
+            return match msg {
+                ControlMsg::Heartbeat => Ok(Request::AgentHeartbeat(node)),
+                ControlMsg::RankExited { rank, code, signal } if rank < size => {
+                    Ok(Request::RankExited {
+                        node,
+                        rank,
+                        code,
+                        signal,
+                    })
+                }
+                other => Err(Refusal::Bad(format!(
+                    "node agent {node} sent unexpected {other:?}"
+                ))),
+            };
+        }
         match (self.rank, msg) {
+            (
+                None,
+                ControlMsg::AgentHello {
+                    magic,
+                    node,
+                    pid,
+                    proof: claimed,
+                    host,
+                },
+            ) => {
+                if magic != CONTROL_MAGIC {
+                    return Err(Refusal::Bad("wrong protocol magic".into()));
+                }
+                if node >= shape.nodes {
+                    return Err(Refusal::Bad(format!(
+                        "claims node agent {node} of a job of {} nodes",
+                        shape.nodes
+                    )));
+                }
+                if !constant_time_eq(&claimed, &agent_proof(secret, &self.nonce, node)) {
+                    return Err(Refusal::Bad(format!(
+                        "claims node agent {node} without the job secret"
+                    )));
+                }
+                self.agent = Some(node);
+                self.queue(&ControlMsg::Welcome);
+                Ok(Request::AgentRegistered { node, pid, host })
+            }
             (
                 None,
                 ControlMsg::Hello {
@@ -233,6 +321,9 @@ impl Conn {
             (Some(rank), ControlMsg::Heartbeat) => Ok(Request::Heartbeat(rank)),
             (Some(rank), ControlMsg::Resolve { peer }) if peer < size => {
                 Ok(Request::Resolve { from: rank, peer })
+            }
+            (Some(rank), ControlMsg::Unreachable { peer }) if peer < size => {
+                Ok(Request::Unreachable { from: rank, peer })
             }
             (Some(rank), ControlMsg::Report(report)) => Ok(Request::Report(rank, report)),
             (Some(rank), ControlMsg::Finished { pss_kb }) => Ok(Request::Finished { rank, pss_kb }),

@@ -33,6 +33,31 @@ pub struct JobEnv {
     pub era_tree: String,
     /// Status-sample period for the console in ms (0: no console).
     pub telemetry_ms: u64,
+    /// libfabric provider (`--ofi-provider`).
+    pub ofi_provider: Option<String>,
+}
+
+impl JobEnv {
+    /// The variables every rank of the job gets alike (not its rank, the secret, its parent
+    /// or its bind address, which depend on who starts it and where).
+    pub fn common_vars(&self) -> Vec<(String, String)> {
+        let mut vars = vec![
+            ("FTCOLL_SIZE", self.size.to_string()),
+            ("FTCOLL_JOB_ID", format!("{:016x}", self.job_id)),
+            ("FTCOLL_CONTROL_ADDR", self.control_addr.clone()),
+            ("FTCOLL_TRANSPORT", self.transport.to_string()),
+            ("FTCOLL_RANKS_PER_NODE", self.ranks_per_node.to_string()),
+            ("FTCOLL_HEARTBEAT_MS", self.heartbeat_ms.to_string()),
+            ("FTCOLL_SPIN_US", self.spin_us.to_string()),
+            ("FTCOLL_FAULTS", self.faults.clone()),
+            ("FTCOLL_ERA_TREE", self.era_tree.clone()),
+            ("FTCOLL_TELEMETRY_MS", self.telemetry_ms.to_string()),
+        ];
+        if let Some(provider) = &self.ofi_provider {
+            vars.push(("FTCOLL_OFI_PROVIDER", provider.clone()));
+        }
+        vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
 }
 
 /// Starts rank `rank` running `program args`.
@@ -46,20 +71,11 @@ pub fn spawn_rank(
     let mut command = Command::new(program);
     command
         .args(args)
+        .envs(env.common_vars())
         .env("FTCOLL_RANK", rank.to_string())
-        .env("FTCOLL_SIZE", env.size.to_string())
-        .env("FTCOLL_JOB_ID", format!("{:016x}", env.job_id))
-        .env("FTCOLL_CONTROL_ADDR", &env.control_addr)
         .env("FTCOLL_SECRET", to_hex(&env.secret))
         .env("FTCOLL_LAUNCHER_PID", std::process::id().to_string())
-        .env("FTCOLL_TRANSPORT", env.transport)
         .env("FTCOLL_BIND_IP", &env.bind_ip)
-        .env("FTCOLL_RANKS_PER_NODE", env.ranks_per_node.to_string())
-        .env("FTCOLL_HEARTBEAT_MS", env.heartbeat_ms.to_string())
-        .env("FTCOLL_SPIN_US", env.spin_us.to_string())
-        .env("FTCOLL_FAULTS", &env.faults)
-        .env("FTCOLL_ERA_TREE", &env.era_tree)
-        .env("FTCOLL_TELEMETRY_MS", env.telemetry_ms.to_string())
         .stdin(Stdio::null());
     if env.telemetry_ms > 0 {
         // The console owns the terminal: rank logs would garble it.
