@@ -215,9 +215,11 @@ fn reap(ranks: &Mutex<BTreeMap<i32, u32>>, writer: &Mutex<TcpStream>) {
             Err(rustix::io::Errno::INTR) => continue,
             Err(_) => return,
         };
-        let Some(rank) = lock(ranks).remove(&pid.as_raw_nonzero().get()) else {
+        let raw_pid = pid.as_raw_nonzero().get();
+        let Some(rank) = lock(ranks).remove(&raw_pid) else {
             continue;
         };
+        crate::live::remove_provider_shm_files(raw_pid as u32);
         let (code, signal) = match (status.exit_status(), status.terminating_signal()) {
             (Some(code), _) => (code, 0),
             (None, Some(signal)) => (-1, signal),

@@ -202,6 +202,7 @@ pub fn run_with_console(
     let ranks: Vec<RankSlot> = (0..n).map(|_| RankSlot::default()).collect();
     let mut state = Loop {
         ranks,
+        sweep_provider_shm: spec.transport == TransportKind::Ofi,
         agents: Vec::new(),
         conns: Vec::new(),
         free_conns: Vec::new(),
@@ -431,6 +432,8 @@ fn launcher_faults(
 
 struct Loop {
     ranks: Vec<RankSlot>,
+    /// Remove libfabric's shm files of each rank that ends (`--transport ofi`).
+    sweep_provider_shm: bool,
     /// Node agents (cluster runs only).
     agents: Vec<remote::AgentSlot>,
     conns: Vec<Option<Conn>>,
@@ -756,6 +759,9 @@ impl Loop {
             Err(e) => return Err(e).context("waiting for a rank"),
         };
         slot.exited = true;
+        if self.sweep_provider_shm {
+            super::spawn::remove_provider_shm_files(slot.pid);
+        }
         if let Some(pidfd) = slot.pidfd.take() {
             let _ = poll
                 .registry()
@@ -969,6 +975,9 @@ impl Loop {
         for slot in &mut self.ranks {
             if let Some(child) = slot.child.as_mut() {
                 let _ = child.wait();
+                if self.sweep_provider_shm {
+                    super::spawn::remove_provider_shm_files(slot.pid);
+                }
             }
             slot.exited = true;
         }

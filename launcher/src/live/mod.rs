@@ -14,3 +14,4 @@ mod spawn;
 
 pub use job::{run, run_with_console, LiveSpec};
 pub use report::{BuiltinJob, Expected};
+pub use spawn::remove_provider_shm_files;

@@ -56,6 +56,11 @@ impl JobEnv {
         if let Some(provider) = &self.ofi_provider {
             vars.push(("FTCOLL_OFI_PROVIDER", provider.clone()));
         }
+        if self.transport == "ofi" {
+            // libfabric loads PSM's library, which writes a backtrace file into the working
+            // directory of every process that dies of a signal: killed ranks are routine here.
+            vars.push(("IPATH_NO_BACKTRACE", "1".to_string()));
+        }
         vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }
 }
@@ -93,6 +98,20 @@ pub fn spawn_rank(
         format!("cannot start rank {rank} ({program}); check the path and permissions")
     })?;
     Ok(child)
+}
+
+/// Removes what libfabric's shm provider left in /dev/shm for process `pid` (files named
+/// `PID:...`): a process killed while using it cannot remove them itself.
+pub fn remove_provider_shm_files(pid: u32) {
+    let prefix = format!("{pid}:");
+    let Ok(entries) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Random bytes from the OS.

@@ -1,0 +1,378 @@
+//! libfabric transport: reliable-datagram (RDM) endpoints with tagged messages, on whatever
+//! provider libfabric offers (verbs, efa, psm3, cxi, ... on RDMA hardware; `tcp;ofi_rxm` or
+//! `shm` elsewhere).
+//!
+//! # Layers
+//! `ftcoll-ofi-sys` has the raw bindings. Here `fabric`, `info`, `cq`, `av`, `endpoint` and
+//! `mr` wrap them in RAII handles (each keeps its parent alive; the endpoint owns its queue and
+//! address vector so it closes before them), `ops` owns the endpoint together with everything
+//! posted to it (an operation owns its buffer and context until its completion is read), and
+//! the rest is the transport.
+//!
+//! # Frames
+//! One endpoint, one completion queue (sends and receives) and one address vector per rank.
+//! [`Transport::local_address`] is `ofi:<provider>:<hex of fi_getname>`; a peer's address is
+//! inserted into the vector on the first send to it. Every frame is one tagged message whose
+//! tag carries the source rank, a size class and a per-link sequence number (see `tag`): the
+//! receiver learns the source from the completion and restores per-source order, which
+//! providers do not promise for completions. Receive buffers (a few of the maximum frame size,
+//! more of 64 KiB) are posted up front, 8-byte aligned, and re-posted once the handler has seen
+//! their frame. Frames to self never touch the fabric.
+//!
+//! # Sends
+//! [`Transport::send`] copies the frame once into a registered buffer from a pool and posts it;
+//! when the provider says `-FI_EAGAIN`, or frames to that peer already wait, it is queued per
+//! peer and retried by [`Transport::progress`]. [`Transport::send_registered`] posts straight
+//! from the caller's registered buffer, the operation pinning it until its completion. Bytes
+//! queued plus in flight are bounded ([`DEFAULT_MAX_QUEUED_BYTES`]).
+//!
+//! # Memory registration
+//! Every buffer posted is registered and its descriptor passed, whatever the provider's
+//! `mr_mode` says, so providers requiring FI_MR_LOCAL work unchanged (see `info` for the modes
+//! offered).
+//!
+//! # Waiting
+//! [`Transport::wait`] first busy-polls for [`OfiConfig::spin`], then blocks: on the completion
+//! queue's file descriptor (`FI_WAIT_FD`, after `fi_trywait`) plus the eventfd the [`Waker`]
+//! rings, when the provider offers one (`tcp;ofi_rxm` does); otherwise (e.g. `shm`) it sleeps on
+//! the eventfd in short steps growing from 50 µs to 1 ms while the rank stays idle.
+//!
+//! # Providers seen with libfabric 1.17
+//! - `tcp` (`tcp;ofi_rxm`): wait descriptor, no local registration required; complete.
+//! - `shm`: no wait object (the sleep steps above). It loses or stalls tagged messages that
+//!   arrive before a matching receive is posted once more than a few dozen are pending at a
+//!   receiver (a burst of 100 small frames against 34 posted receives delivers 64; a third large
+//!   frame beyond the two large receives stalls), so it suits light traffic only: on one
+//!   machine the runtime's own shared-memory transport is the better choice, and
+//!   [`OfiTransport::new`] warns. An endpoint closed in the same process as a peer that still
+//!   sends to it crashes libfabric, and a killed process leaves its region file
+//!   `/dev/shm/<pid>:...` behind for whoever notices the death to remove.
+//!
+//! # Lost peers
+//! An error completion of a send marks its peer unreachable: [`Transport::take_unreachable`]
+//! reports it once and later frames to it are discarded, as after [`Transport::peer_failed`],
+//! which also drops frames queued for the peer, asks the provider to cancel those in flight and
+//! removes its address once none is left. Sends still in flight to a lost peer (a provider may
+//! never complete them) no longer count against the bound or in [`Transport::progress`].
+
+mod address;
+mod av;
+mod config;
+mod context;
+mod cq;
+mod endpoint;
+mod fabric;
+mod info;
+mod mr;
+mod ops;
+mod peer;
+mod pool;
+mod rx;
+mod tag;
+mod tx;
+mod wait;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ftcoll_algos::wire::{HEADER_BYTES, MAX_PAYLOAD_BYTES};
+use ftcoll_algos::Rank;
+
+use super::{RegisteredBuffer, Transport, TransportError, TransportKind, Waker};
+use address::hex_encode;
+use av::AddressVector;
+pub use config::OfiConfig;
+use cq::CompletionQueue;
+use endpoint::Endpoint;
+use fabric::{Domain, Fabric};
+pub use info::probe_rdma_provider;
+use info::InfoList;
+use mr::{GraveyardGuard, UserRegistration};
+use ops::{Completion, Ops};
+use peer::Peer;
+use rx::RecvSide;
+use tag::TagLayout;
+use tx::SendSide;
+use wait::Doorbell;
+
+/// Default bound on bytes queued or in flight for all peers together (frames to self not yet
+/// received included); a send beyond it is [`TransportError::Backpressure`].
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 256 << 20;
+
+/// Sends posted to the provider at once; further frames wait in the per-peer queues.
+const MAX_SENDS_IN_FLIGHT: usize = 256;
+/// Completions read per call, so a flood cannot hold a rank in the transport.
+const MAX_COMPLETIONS_PER_CALL: usize = 1024;
+
+/// The libfabric endpoint of one rank. See the [module documentation](self).
+pub struct OfiTransport {
+    // Field order is drop order. `ops` closes the endpoint (then its queue and vector) after
+    // its outstanding operations completed or were cancelled, and frees their buffers; then
+    // the idle buffers and their regions go; then the graveyard closes, after which user
+    // registrations close on whatever thread drops them (nothing else uses the domain any
+    // more); then the domain, the fabric and the info list.
+    ops: Ops,
+    rx: RecvSide,
+    tx: SendSide,
+    graveyard: GraveyardGuard,
+    domain: Arc<Domain>,
+    _fabric: Arc<Fabric>,
+    _info: InfoList,
+    rank: Rank,
+    size: u32,
+    provider: String,
+    address: String,
+    layout: TagLayout,
+    resolver: Box<dyn FnMut(Rank) -> Result<String, TransportError> + Send>,
+    /// Peers sent to or failed, with their address handle and link state.
+    peers: BTreeMap<Rank, Peer>,
+    /// Frames sent to self, each in its own aligned buffer, with its length in bytes.
+    loopback: VecDeque<(Vec<u64>, usize)>,
+    loopback_bytes: usize,
+    /// Peers found unreachable and not yet reported by `take_unreachable`.
+    unreachable: Vec<Rank>,
+    completions: Vec<Completion>,
+    doorbell: Arc<Doorbell>,
+    spin: Duration,
+    /// Current sleep step of an idle `wait` without a wait descriptor.
+    idle_step: Duration,
+    max_queued_bytes: usize,
+}
+
+impl fmt::Debug for OfiTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OfiTransport")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("provider", &self.provider)
+            .field("queued_bytes", &self.tx.bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+fn max_frame_bytes() -> usize {
+    HEADER_BYTES + MAX_PAYLOAD_BYTES
+}
+
+impl OfiTransport {
+    /// Opens the rank's fabric, domain, endpoint, queue and address vector, and posts its
+    /// receive buffers.
+    pub fn new(config: OfiConfig) -> Result<OfiTransport, TransportError> {
+        if config.rank.0 >= config.size {
+            return Err(TransportError::NoSuchRank {
+                rank: config.rank.0,
+                size: config.size,
+            });
+        }
+        let info = InfoList::rdm_tagged(config.provider.as_deref())?.ok_or_else(|| TransportError::Library {
+            library: "libfabric",
+            call: "fi_getinfo",
+            why: format!(
+                "no provider ({}) offers reliable-datagram endpoints with tagged messages; check `fi_info -t FI_EP_RDM -c FI_TAGGED`",
+                config.provider.as_deref().unwrap_or("any")
+            ),
+        })?;
+        let chosen = info.first();
+        let provider = chosen.provider_name();
+        let layout = TagLayout::new(chosen.tag_bits()).ok_or_else(|| TransportError::Library {
+            library: "libfabric",
+            call: "fi_getinfo",
+            why: format!(
+                "provider {provider} matches only {} tag bits; ftcoll needs {}",
+                chosen.tag_bits(),
+                tag::MIN_TAG_BITS
+            ),
+        })?;
+        let fabric = Fabric::open(&chosen)?;
+        let domain = Domain::open(&fabric, &chosen)?;
+        // Room for one completion of every outstanding operation, with as much again of
+        // receives for those that complete while earlier ones are read.
+        let cq_entries = MAX_SENDS_IN_FLIGHT + 2 * rx::RECV_BUFFERS;
+        let cq = CompletionQueue::open(&domain, cq_entries)?;
+        let av = AddressVector::open(&domain, chosen.av_type(), config.size as usize)?;
+        let ep = Endpoint::open(&domain, &chosen, cq, av)?;
+        let name = ep.name()?;
+        let address = format!("ofi:{provider}:{}", hex_encode(&name));
+        tracing::debug!(rank = config.rank.0, %provider, mr_mode = chosen.mr_mode(), tag_bits = chosen.tag_bits(), "libfabric endpoint open");
+        if provider == "shm" {
+            tracing::warn!(
+                rank = config.rank.0,
+                "libfabric's shm provider loses messages that arrive in bursts before receives are posted; prefer --transport shm on one machine"
+            );
+        }
+        let rx = RecvSide::new(&domain, layout)?;
+        let mut transport = OfiTransport {
+            ops: Ops::new(ep, MAX_SENDS_IN_FLIGHT, rx::RECV_BUFFERS),
+            graveyard: GraveyardGuard::new(),
+            rx,
+            tx: SendSide::default(),
+            domain,
+            _fabric: fabric,
+            _info: info,
+            rank: config.rank,
+            size: config.size,
+            provider,
+            address,
+            layout,
+            resolver: config.resolver,
+            peers: BTreeMap::new(),
+            loopback: VecDeque::new(),
+            loopback_bytes: 0,
+            unreachable: Vec::new(),
+            completions: Vec::new(),
+            doorbell: Doorbell::new()?,
+            spin: config.spin,
+            idle_step: wait::MIN_IDLE_STEP,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+        };
+        transport.repost_receives()?;
+        Ok(transport)
+    }
+
+    /// The provider in use, e.g. `tcp;ofi_rxm`.
+    pub fn provider_name(&self) -> &str {
+        &self.provider
+    }
+
+    /// Changes the bound on bytes queued or in flight (default [`DEFAULT_MAX_QUEUED_BYTES`]).
+    /// One frame is always accepted when nothing is queued, whatever the bound.
+    pub fn set_max_queued_bytes(&mut self, bytes: usize) {
+        self.max_queued_bytes = bytes;
+    }
+
+    /// Reads completions, re-posts receive buffers, retries queued sends and closes released
+    /// registrations; returns how many completions were read.
+    fn pump(&mut self) -> Result<usize, TransportError> {
+        let mut completions = std::mem::take(&mut self.completions);
+        completions.clear();
+        let result = self.ops.poll(MAX_COMPLETIONS_PER_CALL, &mut completions);
+        for completion in completions.drain(..) {
+            match completion {
+                Completion::Send {
+                    peer,
+                    payload,
+                    bytes,
+                    status,
+                } => self.on_send_done(peer, payload, bytes, status),
+                Completion::Recv {
+                    buffer,
+                    tag,
+                    len,
+                    status,
+                } => self.on_recv_done(buffer, tag, len, status),
+            }
+        }
+        self.completions = completions;
+        let read = result?;
+        self.repost_receives()?;
+        self.flush_queues();
+        self.release_failed_addresses();
+        self.graveyard.graveyard().close_buried();
+        if read > 0 {
+            self.idle_step = wait::MIN_IDLE_STEP;
+        }
+        Ok(read)
+    }
+}
+
+impl Drop for OfiTransport {
+    fn drop(&mut self) {
+        // Frames still queued (never posted) are discarded with the transport, as a crashed
+        // process would discard them; `ops` then settles what was posted.
+        if self.tx.frames() > 0 {
+            tracing::debug!(
+                rank = self.rank.0,
+                frames = self.tx.frames(),
+                "closing with frames queued"
+            );
+        }
+    }
+}
+
+impl Transport for OfiTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Ofi
+    }
+
+    fn local_address(&self) -> String {
+        self.address.clone()
+    }
+
+    fn max_frame_bytes(&self) -> usize {
+        max_frame_bytes()
+    }
+
+    fn send(&mut self, to: Rank, frame: &[u8]) -> Result<(), TransportError> {
+        self.send_copy(to, frame)
+    }
+
+    fn register(&mut self, bytes: usize) -> Result<RegisteredBuffer, TransportError> {
+        let words: Arc<[u64]> = Arc::from(vec![0u64; bytes.div_ceil(8)]);
+        if words.is_empty() {
+            return Ok(RegisteredBuffer::zeroed(0));
+        }
+        let registration = UserRegistration::new(&self.domain, self.graveyard.graveyard(), &words)?;
+        Ok(RegisteredBuffer::with_registration(
+            words,
+            Arc::new(registration),
+        ))
+    }
+
+    fn send_registered(
+        &mut self,
+        to: Rank,
+        buffer: &RegisteredBuffer,
+        len: usize,
+    ) -> Result<(), TransportError> {
+        self.send_pinned(to, buffer, len)
+    }
+
+    fn progress(&mut self) -> Result<usize, TransportError> {
+        self.pump()?;
+        let in_flight = self.ops.sends().saturating_sub(self.abandoned_sends());
+        Ok(self.tx.frames() + in_flight)
+    }
+
+    fn poll_recv(
+        &mut self,
+        max_frames: usize,
+        handler: &mut dyn FnMut(Rank, &[u8]),
+    ) -> Result<usize, TransportError> {
+        self.pump()?;
+        let mut handled = 0;
+        while handled < max_frames {
+            let Some((words, len)) = self.loopback.pop_front() else {
+                break;
+            };
+            let bytes: &[u8] = bytemuck::cast_slice(&words);
+            handler(self.rank, bytes.get(..len).unwrap_or_default());
+            self.loopback_bytes = self.loopback_bytes.saturating_sub(len);
+            handled += 1;
+        }
+        handled += self.rx.deliver(max_frames - handled, &self.peers, handler);
+        self.repost_receives()?;
+        Ok(handled)
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
+        self.wait_for_work(timeout)
+    }
+
+    fn waker(&self) -> Waker {
+        let doorbell = Arc::clone(&self.doorbell);
+        Waker::new(move || doorbell.ring())
+    }
+
+    fn peer_failed(&mut self, peer: Rank) {
+        self.forget_peer(peer);
+    }
+
+    fn take_unreachable(&mut self, out: &mut Vec<Rank>) {
+        out.append(&mut self.unreachable);
+    }
+}

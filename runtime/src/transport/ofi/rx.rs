@@ -1,0 +1,257 @@
+//! The receive side: posted buffers of two size classes, per-source reordering by sequence
+//! number, and frames ready for [`Transport::poll_recv`](crate::transport::Transport).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use ftcoll_algos::Rank;
+
+use super::fabric::Domain;
+use super::mr::Buffer;
+use super::ops::{Refused, Status};
+use super::peer::Peer;
+use super::tag::{TagLayout, SMALL_FRAME_BYTES};
+use super::{max_frame_bytes, OfiTransport};
+use crate::transport::TransportError;
+
+/// Receive buffers of [`SMALL_FRAME_BYTES`] posted at all times (2 MiB).
+const SMALL_RECVS: usize = 32;
+/// Receive buffers of the maximum frame size posted at all times. Their memory is mapped
+/// lazily, so only the pages large frames touch become resident (unless the provider pins
+/// registered memory).
+const LARGE_RECVS: usize = 2;
+/// Receive buffers of both classes.
+pub(super) const RECV_BUFFERS: usize = SMALL_RECVS + LARGE_RECVS;
+
+/// A frame ready for the handler.
+enum Ready {
+    /// In the buffer it arrived in (re-posted after the handler ran).
+    InPlace {
+        source: Rank,
+        buffer: Buffer,
+        len: usize,
+    },
+    /// Copied out because it arrived ahead of an earlier frame from the same source.
+    Copied {
+        source: Rank,
+        words: Vec<u64>,
+        len: usize,
+    },
+}
+
+/// What arrived ahead of the next expected frame of a link.
+enum Ahead {
+    Frame(Vec<u64>, usize),
+    /// A receive that failed: nothing to deliver, but its number is used up.
+    Lost,
+}
+
+/// Per-source ordering state.
+#[derive(Default)]
+struct Link {
+    /// Sequence number of the next frame to deliver.
+    expected: u64,
+    /// Frames that completed before `expected`, by sequence number. Bounded by the sender's
+    /// outstanding sends (`MAX_SENDS_IN_FLIGHT`): a frame can only overtake posted ones.
+    ahead: BTreeMap<u64, Ahead>,
+}
+
+/// The receive side (see the module docs).
+pub(super) struct RecvSide {
+    layout: TagLayout,
+    links: BTreeMap<Rank, Link>,
+    ready: VecDeque<Ready>,
+    /// Buffers not posted: new, handed back after delivery, or refused by the provider.
+    idle: Vec<Buffer>,
+}
+
+impl RecvSide {
+    /// Allocates and registers the receive buffers (posted by [`OfiTransport::repost_receives`]).
+    pub(super) fn new(domain: &Arc<Domain>, layout: TagLayout) -> Result<RecvSide, TransportError> {
+        let mut idle = Vec::with_capacity(RECV_BUFFERS);
+        for _ in 0..LARGE_RECVS {
+            idle.push(Buffer::new(domain, max_frame_bytes())?);
+        }
+        for _ in 0..SMALL_RECVS {
+            idle.push(Buffer::new(domain, SMALL_FRAME_BYTES)?);
+        }
+        Ok(RecvSide {
+            layout,
+            links: BTreeMap::new(),
+            ready: VecDeque::new(),
+            idle,
+        })
+    }
+
+    /// Whether frames wait for the handler.
+    pub(super) fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Files a completed receive: ready if it is next on its link, held if it is ahead.
+    fn arrived(
+        &mut self,
+        buffer: Buffer,
+        tag: u64,
+        len: usize,
+        status: Status,
+        size: u32,
+        peers: &BTreeMap<Rank, Peer>,
+    ) {
+        let tag = self.layout.decode(tag);
+        let source = tag.source;
+        let lost = match status {
+            Status::Done => false,
+            Status::Cancelled => {
+                self.idle.push(buffer);
+                return;
+            }
+            Status::Failed(code, why) => {
+                tracing::warn!(source = source.0, code, %why, "a receive failed; its frame is lost");
+                true
+            }
+        };
+        let known = source.0 < size
+            && len <= buffer.capacity()
+            && tag.large == (buffer.capacity() > SMALL_FRAME_BYTES);
+        if !known || peers.get(&source).is_some_and(Peer::is_failed) {
+            if !known {
+                tracing::warn!(
+                    source = source.0,
+                    len,
+                    "discarded a frame with an impossible tag"
+                );
+            }
+            self.idle.push(buffer);
+            return;
+        }
+        let link = self.links.entry(source).or_default();
+        match self.layout.ahead(tag.seq, link.expected) {
+            Some(0) => {
+                link.expected = self.layout.wrap(link.expected + 1);
+                if lost {
+                    self.idle.push(buffer);
+                } else {
+                    self.ready.push_back(Ready::InPlace {
+                        source,
+                        buffer,
+                        len,
+                    });
+                }
+                while let Some(next) = link.ahead.remove(&link.expected) {
+                    link.expected = self.layout.wrap(link.expected + 1);
+                    if let Ahead::Frame(words, len) = next {
+                        self.ready.push_back(Ready::Copied { source, words, len });
+                    }
+                }
+            }
+            Some(_) => {
+                let held = if lost {
+                    Ahead::Lost
+                } else {
+                    let mut words = vec![0u64; len.div_ceil(8)];
+                    bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..len]
+                        .copy_from_slice(&buffer.bytes()[..len]);
+                    Ahead::Frame(words, len)
+                };
+                link.ahead.insert(tag.seq, held);
+                self.idle.push(buffer);
+            }
+            None => {
+                tracing::warn!(
+                    source = source.0,
+                    seq = tag.seq,
+                    expected = link.expected,
+                    "discarded a stale or duplicate frame"
+                );
+                self.idle.push(buffer);
+            }
+        }
+    }
+
+    /// Hands up to `max` ready frames to `handler`, skipping those of failed peers.
+    pub(super) fn deliver(
+        &mut self,
+        max: usize,
+        peers: &BTreeMap<Rank, Peer>,
+        handler: &mut dyn FnMut(Rank, &[u8]),
+    ) -> usize {
+        let mut handled = 0;
+        while handled < max {
+            let Some(ready) = self.ready.pop_front() else {
+                break;
+            };
+            let (Ready::InPlace { source, .. } | Ready::Copied { source, .. }) = &ready;
+            let skip = peers.get(source).is_some_and(Peer::is_failed);
+            match ready {
+                Ready::InPlace {
+                    source,
+                    buffer,
+                    len,
+                } => {
+                    if !skip {
+                        handler(source, &buffer.bytes()[..len]);
+                        handled += 1;
+                    }
+                    self.idle.push(buffer);
+                }
+                Ready::Copied { source, words, len } => {
+                    if !skip {
+                        let bytes: &[u8] = bytemuck::cast_slice(&words);
+                        handler(source, &bytes[..len]);
+                        handled += 1;
+                    }
+                }
+            }
+        }
+        handled
+    }
+
+    /// Per link: source, next expected sequence number, frames held ahead (for test reports).
+    #[cfg(test)]
+    pub(super) fn links(&self) -> Vec<(u32, u64, usize)> {
+        self.links
+            .iter()
+            .map(|(r, l)| (r.0, l.expected, l.ahead.len()))
+            .collect()
+    }
+
+    /// Drops what is held for `peer` (its frames are no longer wanted).
+    pub(super) fn forget(&mut self, peer: Rank) {
+        self.links.remove(&peer);
+    }
+}
+
+impl OfiTransport {
+    /// Posts every idle receive buffer the provider takes. A refusal of one class does not
+    /// stop the other: posting small buffers is what drains the unexpected messages that can
+    /// make a provider refuse large ones.
+    pub(super) fn repost_receives(&mut self) -> Result<(), TransportError> {
+        let mut refused = [false; 2];
+        let mut kept = Vec::new();
+        while let Some(buffer) = self.rx.idle.pop() {
+            let large = buffer.capacity() > SMALL_FRAME_BYTES;
+            if refused[usize::from(large)] {
+                kept.push(buffer);
+                continue;
+            }
+            let (tag, ignore) = self.layout.recv_match(large);
+            if let Err(Refused { item, error }) = self.ops.post_recv(buffer, tag, ignore) {
+                kept.push(item);
+                if let Some(error) = error {
+                    self.rx.idle.append(&mut kept);
+                    return Err(error);
+                }
+                refused[usize::from(large)] = true;
+            }
+        }
+        self.rx.idle = kept;
+        Ok(())
+    }
+
+    /// Handles a receive completion.
+    pub(super) fn on_recv_done(&mut self, buffer: Buffer, tag: u64, len: usize, status: Status) {
+        self.rx
+            .arrived(buffer, tag, len, status, self.size, &self.peers);
+    }
+}
