@@ -206,3 +206,21 @@ fn bench_sim_reports_throughput_and_memory() {
     assert!(json["median_events_per_s"].as_f64().unwrap() > 0.0);
     assert!(json["peak_rss_bytes_per_rank"].as_f64().is_some());
 }
+
+/// An RDMA backend this build lacks is one line naming the cargo feature to build with.
+#[test]
+fn a_backend_not_compiled_in_names_its_feature() {
+    for (name, compiled) in [
+        ("ucx", cfg!(feature = "ucx")),
+        ("ofi", cfg!(feature = "ofi")),
+    ] {
+        if compiled {
+            continue;
+        }
+        let out = launch(&["-n", "2", "--transport", name, "--no-tui"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(&format!("--features {name}")), "{stderr}");
+    }
+}

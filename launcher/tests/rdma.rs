@@ -1,0 +1,185 @@
+//! Every algorithm family on real ranks over the RDMA backends compiled in (`--features ucx`,
+//! `--features ofi`): UCX over its tcp transport, libfabric's tcp and shm providers. Each family
+//! runs fault-free and with a rank SIGKILLed mid-loop; the survivors' results must be what they
+//! are over shared memory. (UCX's shared-memory transports offer no peer-failure handling in
+//! UCX 1.13, which ftcoll requires: see the README's RDMA section.)
+
+#![cfg(any(feature = "ucx", feature = "ofi"))]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+mod common;
+
+/// A backend configuration: launcher flags and environment.
+struct Backend {
+    name: &'static str,
+    flags: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+}
+
+/// A family's job: its flags, operations, and whether its result is approximate (gossip).
+struct Family {
+    flags: &'static [&'static str],
+    ops: u64,
+    approximate: bool,
+}
+
+const FAMILIES: [Family; 5] = [
+    Family {
+        flags: &["--algo", "rdb"],
+        ops: 20,
+        approximate: false,
+    },
+    Family {
+        flags: &["--algo", "corrected-allreduce", "--tolerate", "2"],
+        ops: 200,
+        approximate: false,
+    },
+    Family {
+        flags: &["--algo", "era-agree"],
+        ops: 300,
+        approximate: false,
+    },
+    Family {
+        // UCX and libfabric connect lazily: a first contact can take longer than FTCO's
+        // usual 50 ms, and a live rank taken for dead breaks FTCO's sums.
+        flags: &["--algo", "ftco-allreduce", "--detect-timeout", "300ms"],
+        ops: 100,
+        approximate: false,
+    },
+    Family {
+        flags: &["--algo", "pfcc", "--gossip-period", "2ms"],
+        ops: 1,
+        approximate: true,
+    },
+];
+
+fn run_families(backend: &Backend) {
+    for family in &FAMILIES {
+        // Recursive doubling cannot route around a failure (every survivor gets an error).
+        let kills: &[bool] = if family.flags[1] == "rdb" {
+            &[false]
+        } else {
+            &[false, true]
+        };
+        for &kill in kills {
+            let ops = family.ops.to_string();
+            let mut args = vec!["-n", "16", "--input", "int", "--ops", &ops, "--no-tui"];
+            args.extend_from_slice(backend.flags);
+            args.extend_from_slice(family.flags);
+            if kill {
+                args.extend(["--fault", "kill:rank=5,at=300ms"]);
+            }
+            let what = format!("{} {:?} kill={kill}", backend.name, family.flags);
+            let json = run(&args, backend.env, &what);
+            let failed = common::failed_ranks(&json);
+            if kill {
+                // A fast family may finish before the kill lands.
+                assert!(failed.is_empty() || failed == [5], "{what}: {json}");
+            } else {
+                assert!(failed.is_empty(), "{what}: {json}");
+            }
+            assert_eq!(json["ops_ok_all_survivors"], family.ops, "{what}: {json}");
+            if family.approximate {
+                assert_eq!(json["within_eps"], true, "{what}: {json}");
+            } else {
+                assert_eq!(json["consistent"], true, "{what}: {json}");
+                assert_eq!(json["exact"], true, "{what}: {json}");
+            }
+        }
+    }
+}
+
+fn run(args: &[&str], env: &[(&str, &str)], what: &str) -> serde_json::Value {
+    let path = common::scratch(&format!("rdma-{}.json", std::process::id()));
+    let out = common::launcher()
+        .args(args)
+        .envs(env.iter().copied())
+        .arg("--json")
+        .arg(&path)
+        .args(["--timeout-s", "120"])
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "{what}: no report; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["timed_out"], false, "{what}: {json}");
+    json
+}
+
+fn no_provider_files_left() {
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(':'))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "libfabric files left in /dev/shm: {left:?}"
+    );
+}
+
+#[cfg(feature = "ucx")]
+#[test]
+fn every_family_over_ucx_tcp() {
+    let _job = common::serialize();
+    run_families(&Backend {
+        name: "ucx/tcp",
+        flags: &["--transport", "ucx"],
+        env: &[("UCX_TLS", "tcp")],
+    });
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn every_family_over_libfabric_tcp() {
+    let _job = common::serialize();
+    run_families(&Backend {
+        name: "ofi/tcp",
+        flags: &["--transport", "ofi", "--ofi-provider", "tcp"],
+        env: &[],
+    });
+    no_provider_files_left();
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn every_family_over_libfabric_shm() {
+    let _job = common::serialize();
+    run_families(&Backend {
+        name: "ofi/shm",
+        flags: &["--transport", "ofi", "--ofi-provider", "shm"],
+        env: &[],
+    });
+    no_provider_files_left();
+}
+
+/// A backend named but not usable is one line naming what to install or enable.
+#[test]
+fn auto_is_shared_memory_here_and_bad_names_are_one_line() {
+    let _job = common::serialize();
+    let out = common::launcher()
+        .args(["-n", "2", "--transport", "verbs", "--no-tui"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("use auto, shm, tcp, ucx or ofi"),
+        "{stderr}"
+    );
+    let json = run(&["-n", "4", "--algo", "rdb", "--no-tui"], &[], "auto");
+    assert_eq!(json["transport"], "shm", "no RDMA device here: {json}");
+}
