@@ -142,6 +142,8 @@ pub struct OfiTransport {
     /// Current sleep step of an idle `wait` without a wait descriptor.
     idle_step: Duration,
     max_queued_bytes: usize,
+    dbg_last: std::time::Instant,
+    dbg_dumped: bool,
 }
 
 impl fmt::Debug for OfiTransport {
@@ -229,6 +231,8 @@ impl OfiTransport {
             spin: config.spin,
             idle_step: wait::MIN_IDLE_STEP,
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+            dbg_last: std::time::Instant::now(),
+            dbg_dumped: false,
         };
         transport.repost_receives()?;
         Ok(transport)
@@ -335,7 +339,14 @@ impl Transport for OfiTransport {
     fn progress(&mut self) -> Result<usize, TransportError> {
         self.pump()?;
         let in_flight = self.ops.sends().saturating_sub(self.abandoned_sends());
-        Ok(self.tx.frames() + in_flight)
+        let n = self.tx.frames() + in_flight;
+        if n == 0 { self.dbg_last = std::time::Instant::now(); self.dbg_dumped = false; }
+        if !self.dbg_dumped && self.dbg_last.elapsed() > Duration::from_secs(3) {
+            self.dbg_dumped = true;
+            let peers: Vec<_> = self.peers.iter().map(|(r, p)| (r.0, p.next_seq, p.in_flight, p.in_flight_bytes, p.state, p.addr)).collect();
+            tracing::warn!(rank = self.rank.0, n, in_flight, ?peers, releasing = ?self.tx.dbg_releasing(), queued = self.tx.frames(), sends = self.ops.sends(), abandoned = self.abandoned_sends(), ops = ?self.ops.dbg_sends(), q = %self.tx.dbg_queues(), "DBG progress stalled");
+        }
+        Ok(n)
     }
 
     fn poll_recv(
@@ -355,6 +366,12 @@ impl Transport for OfiTransport {
             handled += 1;
         }
         handled += self.rx.deliver(max_frames - handled, &self.peers, handler);
+        if handled > 0 { self.dbg_last = std::time::Instant::now(); self.dbg_dumped = false; }
+        if !self.dbg_dumped && self.dbg_last.elapsed() > Duration::from_secs(3) {
+            self.dbg_dumped = true;
+            let peers: Vec<_> = self.peers.iter().map(|(r, p)| (r.0, p.next_seq, p.in_flight, p.state)).collect();
+            tracing::warn!(rank = self.rank.0, links = ?self.rx.dbg_links(), ?peers, queued = self.tx.frames(), sends = self.ops.sends(), outstanding = self.ops.dbg_outstanding(), idle = self.rx.dbg_idle(), "DBG stalled");
+        }
         self.repost_receives()?;
         Ok(handled)
     }

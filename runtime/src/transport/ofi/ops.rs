@@ -272,8 +272,11 @@ impl Ops {
                     let status = if error.code == sys::FI_ECANCELED {
                         Status::Cancelled
                     } else {
-                        Status::Failed(error.code, error.why)
+                        Status::Failed(error.code, error.why.clone())
                     };
+                    let slot = self.contexts.slot_of(error.context);
+                    let kind = slot.and_then(|s| self.slots[s].as_ref()).map(|op| match op { Op::Send { peer, bytes, .. } => format!("send to {} ({} B)", peer.0, bytes), Op::Recv { buffer } => format!("recv ({} B buf)", buffer.capacity()) });
+                    tracing::warn!(context = error.context, ?slot, ?kind, tag = format!("{:#x}", error.tag), code = error.code, why = %error.why, "DBG error completion");
                     out.extend(self.finish(error.context, error.tag, 0, status));
                     done += 1;
                 }
@@ -339,6 +342,11 @@ impl Ops {
             }
         }
     }
+
+    pub(super) fn dbg_sends(&self) -> Vec<(usize, u32, usize)> {
+        self.slots.iter().enumerate().filter_map(|(i, op)| match op { Some(Op::Send { peer, bytes, .. }) => Some((i, peer.0, *bytes)), _ => None }).collect()
+    }
+    pub(super) fn dbg_outstanding(&self) -> usize { self.outstanding() }
 
     fn outstanding(&self) -> usize {
         self.slots.len() - self.free.len()

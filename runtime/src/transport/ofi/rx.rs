@@ -103,11 +103,12 @@ impl RecvSide {
         let lost = match status {
             Status::Done => false,
             Status::Cancelled => {
+                tracing::warn!(source = source.0, seq = tag.seq, "DBG recv cancelled");
                 self.idle.push(buffer);
                 return;
             }
             Status::Failed(code, why) => {
-                tracing::warn!(source = source.0, code, %why, "a receive failed; its frame is lost");
+                tracing::warn!(source = source.0, seq = tag.seq, code, %why, "a receive failed; its frame is lost");
                 true
             }
         };
@@ -215,6 +216,11 @@ impl RecvSide {
             .map(|(r, l)| (r.0, l.expected, l.ahead.len()))
             .collect()
     }
+
+    pub(super) fn dbg_links(&self) -> Vec<(u32, u64, Vec<u64>)> {
+        self.links.iter().map(|(r, l)| (r.0, l.expected, l.ahead.keys().copied().collect())).collect()
+    }
+    pub(super) fn dbg_idle(&self) -> usize { self.idle.len() }
 
     /// Drops what is held for `peer` (its frames are no longer wanted).
     pub(super) fn forget(&mut self, peer: Rank) {

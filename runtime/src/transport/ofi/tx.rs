@@ -48,6 +48,9 @@ impl SendSide {
         self.queued_frames
     }
 
+    pub(super) fn dbg_releasing(&self) -> Vec<u32> { self.releasing.iter().map(|r| r.0).collect() }
+    pub(super) fn dbg_queues(&self) -> String { format!("queues={:?} backlog={:?} bytes={}", self.queues.iter().map(|(r, q)| (r.0, q.len(), q.iter().map(|x| x.tag).collect::<Vec<_>>())).collect::<Vec<_>>(), self.backlog, self.bytes) }
+
     /// Whether frames wait for the provider.
     pub(super) fn has_backlog(&self) -> bool {
         !self.backlog.is_empty()
@@ -287,6 +290,7 @@ impl OfiTransport {
     fn lose_peer(&mut self, to: Rank, state: PeerState, why: &str) {
         let peer = self.peers.entry(to).or_default();
         let before = peer.state;
+        tracing::warn!(rank = self.rank.0, peer = to.0, ?before, ?state, why, q = %self.tx.dbg_queues(), "DBG lose_peer");
         if before == PeerState::Failed || before == state {
             return;
         }
