@@ -54,6 +54,11 @@
 //! which also drops frames queued for the peer, asks the provider to cancel those in flight and
 //! removes its address once none is left. Sends still in flight to a lost peer (a provider may
 //! never complete them) no longer count against the bound or in [`Transport::progress`].
+//! A peer whose endpoint closed while nothing was in flight to it fails no operation:
+//! `tcp;ofi_rxm` answers every later send with `-FI_EAGAIN`, exactly as for a live peer still
+//! connecting. Such a peer is found by checking its listener, and only a refused connection
+//! makes it unreachable (see `liveness`). A failed receive names no link (its tag is not the
+//! frame's), so it uses up no sequence number.
 
 mod address;
 mod av;
@@ -63,6 +68,7 @@ mod cq;
 mod endpoint;
 mod fabric;
 mod info;
+mod liveness;
 mod mr;
 mod ops;
 mod peer;
@@ -142,8 +148,6 @@ pub struct OfiTransport {
     /// Current sleep step of an idle `wait` without a wait descriptor.
     idle_step: Duration,
     max_queued_bytes: usize,
-    dbg_last: std::time::Instant,
-    dbg_dumped: bool,
 }
 
 impl fmt::Debug for OfiTransport {
@@ -231,8 +235,6 @@ impl OfiTransport {
             spin: config.spin,
             idle_step: wait::MIN_IDLE_STEP,
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
-            dbg_last: std::time::Instant::now(),
-            dbg_dumped: false,
         };
         transport.repost_receives()?;
         Ok(transport)
@@ -275,6 +277,7 @@ impl OfiTransport {
         let read = result?;
         self.repost_receives()?;
         self.flush_queues();
+        self.check_held_back_peers();
         self.release_failed_addresses();
         self.graveyard.graveyard().close_buried();
         if read > 0 {
@@ -339,14 +342,7 @@ impl Transport for OfiTransport {
     fn progress(&mut self) -> Result<usize, TransportError> {
         self.pump()?;
         let in_flight = self.ops.sends().saturating_sub(self.abandoned_sends());
-        let n = self.tx.frames() + in_flight;
-        if n == 0 { self.dbg_last = std::time::Instant::now(); self.dbg_dumped = false; }
-        if !self.dbg_dumped && self.dbg_last.elapsed() > Duration::from_secs(3) {
-            self.dbg_dumped = true;
-            let peers: Vec<_> = self.peers.iter().map(|(r, p)| (r.0, p.next_seq, p.in_flight, p.in_flight_bytes, p.state, p.addr)).collect();
-            tracing::warn!(rank = self.rank.0, n, in_flight, ?peers, releasing = ?self.tx.dbg_releasing(), queued = self.tx.frames(), sends = self.ops.sends(), abandoned = self.abandoned_sends(), ops = ?self.ops.dbg_sends(), q = %self.tx.dbg_queues(), "DBG progress stalled");
-        }
-        Ok(n)
+        Ok(self.tx.frames() + in_flight)
     }
 
     fn poll_recv(
@@ -366,12 +362,6 @@ impl Transport for OfiTransport {
             handled += 1;
         }
         handled += self.rx.deliver(max_frames - handled, &self.peers, handler);
-        if handled > 0 { self.dbg_last = std::time::Instant::now(); self.dbg_dumped = false; }
-        if !self.dbg_dumped && self.dbg_last.elapsed() > Duration::from_secs(3) {
-            self.dbg_dumped = true;
-            let peers: Vec<_> = self.peers.iter().map(|(r, p)| (r.0, p.next_seq, p.in_flight, p.state)).collect();
-            tracing::warn!(rank = self.rank.0, links = ?self.rx.dbg_links(), ?peers, queued = self.tx.frames(), sends = self.ops.sends(), outstanding = self.ops.dbg_outstanding(), idle = self.rx.dbg_idle(), "DBG stalled");
-        }
         self.repost_receives()?;
         Ok(handled)
     }

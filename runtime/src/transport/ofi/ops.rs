@@ -136,6 +136,12 @@ impl Ops {
         self.sends
     }
 
+    /// Whether a send could be posted now as far as this side goes (a refusal is then the
+    /// provider's).
+    pub(super) fn has_send_slot(&self) -> bool {
+        self.sends < self.max_sends && !self.free.is_empty()
+    }
+
     /// Posts a send of the first `bytes` bytes of `payload` to `dest` with `tag`. A pinned
     /// payload must carry a registration of this domain (see [`pinned_region`]).
     pub(super) fn post_send(
@@ -272,11 +278,8 @@ impl Ops {
                     let status = if error.code == sys::FI_ECANCELED {
                         Status::Cancelled
                     } else {
-                        Status::Failed(error.code, error.why.clone())
+                        Status::Failed(error.code, error.why)
                     };
-                    let slot = self.contexts.slot_of(error.context);
-                    let kind = slot.and_then(|s| self.slots[s].as_ref()).map(|op| match op { Op::Send { peer, bytes, .. } => format!("send to {} ({} B)", peer.0, bytes), Op::Recv { buffer } => format!("recv ({} B buf)", buffer.capacity()) });
-                    tracing::warn!(context = error.context, ?slot, ?kind, tag = format!("{:#x}", error.tag), code = error.code, why = %error.why, "DBG error completion");
                     out.extend(self.finish(error.context, error.tag, 0, status));
                     done += 1;
                 }
@@ -342,11 +345,6 @@ impl Ops {
             }
         }
     }
-
-    pub(super) fn dbg_sends(&self) -> Vec<(usize, u32, usize)> {
-        self.slots.iter().enumerate().filter_map(|(i, op)| match op { Some(Op::Send { peer, bytes, .. }) => Some((i, peer.0, *bytes)), _ => None }).collect()
-    }
-    pub(super) fn dbg_outstanding(&self) -> usize { self.outstanding() }
 
     fn outstanding(&self) -> usize {
         self.slots.len() - self.free.len()

@@ -1,5 +1,7 @@
 //! What the transport knows of each peer it sent to or heard of failing.
 
+use std::net::SocketAddr;
+
 use ftcoll_ofi_sys as sys;
 
 /// What the transport knows of one peer.
@@ -7,6 +9,9 @@ use ftcoll_ofi_sys as sys;
 pub(super) struct Peer {
     /// Its handle in the address vector, once inserted.
     pub(super) addr: Option<sys::fi_addr_t>,
+    /// Where its endpoint accepts connections, if the provider connects over TCP (see
+    /// `liveness`).
+    pub(super) listener: Option<SocketAddr>,
     /// Sequence number of the next frame to it.
     pub(super) next_seq: u64,
     /// Sends to it posted and not completed.

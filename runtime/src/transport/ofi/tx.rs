@@ -2,10 +2,12 @@
 //! frames the provider has not taken yet, and the bound on bytes queued or in flight.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
 
 use ftcoll_algos::Rank;
 
 use super::address::parse_address;
+use super::liveness::{tcp_listener, Liveness};
 use super::ops::{pinned_region, Refused, SendPayload, Status};
 use super::peer::PeerState;
 use super::pool::SendPool;
@@ -35,6 +37,8 @@ pub(super) struct SendSide {
     bytes: usize,
     /// Lost peers whose address is still in the address vector.
     releasing: Vec<Rank>,
+    /// Peers whose frames the provider holds back with nothing in flight to them.
+    liveness: Liveness,
 }
 
 impl SendSide {
@@ -47,9 +51,6 @@ impl SendSide {
     pub(super) fn frames(&self) -> usize {
         self.queued_frames
     }
-
-    pub(super) fn dbg_releasing(&self) -> Vec<u32> { self.releasing.iter().map(|r| r.0).collect() }
-    pub(super) fn dbg_queues(&self) -> String { format!("queues={:?} backlog={:?} bytes={}", self.queues.iter().map(|(r, q)| (r.0, q.len(), q.iter().map(|x| x.tag).collect::<Vec<_>>())).collect::<Vec<_>>(), self.backlog, self.bytes) }
 
     /// Whether frames wait for the provider.
     pub(super) fn has_backlog(&self) -> bool {
@@ -151,7 +152,9 @@ impl OfiTransport {
         let name = parse_address(&address, &self.provider, to)?;
         let addr = self.ops.endpoint().av().insert(&name)?;
         tracing::debug!(rank = self.rank.0, peer = to.0, "inserted peer address");
-        self.peers.entry(to).or_default().addr = Some(addr);
+        let peer = self.peers.entry(to).or_default();
+        peer.addr = Some(addr);
+        peer.listener = tcp_listener(&self.provider, &name);
         Ok(())
     }
 
@@ -201,8 +204,19 @@ impl OfiTransport {
                         peer.in_flight += 1;
                         peer.in_flight_bytes += front.bytes;
                     }
+                    if !self.tx.liveness.is_empty() {
+                        self.tx.liveness.released(to);
+                    }
                 }
                 Err(Refused { item, error: None }) => {
+                    // The provider's refusal (not our bound on sends) with nothing in flight
+                    // to the peer: a connection that is not up, perhaps never again.
+                    let idle = self.peers.get(&to).filter(|peer| peer.in_flight == 0);
+                    if let Some(peer) = idle.filter(|_| self.ops.has_send_slot()) {
+                        self.tx
+                            .liveness
+                            .held_back(to, peer.listener, Instant::now());
+                    }
                     let queue = self.tx.queues.entry(to).or_default();
                     queue.push_front(Queued {
                         payload: item,
@@ -251,6 +265,19 @@ impl OfiTransport {
         }
     }
 
+    /// Checks the listeners of peers whose frames the provider holds back; a peer whose
+    /// endpoint is gone becomes unreachable, its frames discarded (see `liveness`).
+    pub(super) fn check_held_back_peers(&mut self) {
+        if self.tx.liveness.is_empty() {
+            return;
+        }
+        let mut gone = Vec::new();
+        self.tx.liveness.check(Instant::now(), &mut gone);
+        for (peer, why) in gone {
+            self.lose_peer(peer, PeerState::Unreachable, &why);
+        }
+    }
+
     /// Handles a send completion; a failed one makes its peer unreachable.
     pub(super) fn on_send_done(
         &mut self,
@@ -290,7 +317,6 @@ impl OfiTransport {
     fn lose_peer(&mut self, to: Rank, state: PeerState, why: &str) {
         let peer = self.peers.entry(to).or_default();
         let before = peer.state;
-        tracing::warn!(rank = self.rank.0, peer = to.0, ?before, ?state, why, q = %self.tx.dbg_queues(), "DBG lose_peer");
         if before == PeerState::Failed || before == state {
             return;
         }
@@ -313,6 +339,7 @@ impl OfiTransport {
             }
         }
         self.tx.backlog.retain(|&peer| peer != to);
+        self.tx.liveness.released(to);
         if !self.tx.releasing.contains(&to) {
             self.tx.releasing.push(to);
         }

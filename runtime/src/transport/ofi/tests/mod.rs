@@ -140,6 +140,16 @@ fn tcp_lost_peer_neither_aborts_nor_hangs() {
     lost_peer("tcp");
 }
 
+#[test]
+fn tcp_departed_peer_settles_and_an_idle_one_keeps_its_frames() {
+    departed_peer("tcp");
+}
+
+#[test]
+fn tcp_failed_receive_uses_up_no_live_link() {
+    failed_receive_names_no_link("tcp");
+}
+
 /// All shm scenarios in one test, so that afterwards no endpoint of this process is open and
 /// none of the provider's files may remain in /dev/shm.
 #[test]

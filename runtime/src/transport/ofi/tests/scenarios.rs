@@ -271,3 +271,92 @@ pub(super) fn lost_peer(provider: &str) {
     got.clear();
     drive(&mut ts, &mut got, |got| got.len() == 1);
 }
+
+/// Rank 1 finishes and closes its endpoint (no failure notice follows: it left cleanly) after
+/// rank 0's provider has seen their connection end, so every later send to it starts a new
+/// connection, which is refused, and the provider only ever says -FI_EAGAIN. Frames to it must
+/// settle (reported unreachable, discarded) instead of waiting forever. Rank 2 is alive but
+/// does not progress, so its connection cannot complete either: its frame must wait, and
+/// arrive once rank 2 runs.
+pub(super) fn departed_peer(provider: &str) {
+    let mut ts = job(provider, 3);
+    ts[0].send(Rank(1), &frame(0, 0, 100)).unwrap();
+    let mut got = Vec::new();
+    drive(&mut ts, &mut got, |got| got.len() == 1);
+    drop(ts.remove(1));
+    let (departed, idle) = (Rank(1), Rank(2));
+    let settle = |t: &mut OfiTransport, for_: Duration| {
+        let until = Instant::now() + for_;
+        while Instant::now() < until {
+            t.progress().unwrap();
+            t.wait(Some(Duration::from_millis(5))).unwrap();
+        }
+    };
+    settle(&mut ts[0], Duration::from_millis(200));
+    ts[0].send(departed, &frame(0, 1, 100)).unwrap();
+    ts[0].send(idle, &frame(0, 0, 100)).unwrap();
+    let mut unreachable = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while unreachable.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "a frame to a peer that left waits forever: {} pending",
+            ts[0].progress().unwrap()
+        );
+        ts[0].progress().unwrap();
+        ts[0].take_unreachable(&mut unreachable);
+        ts[0].wait(Some(Duration::from_millis(5))).unwrap();
+    }
+    assert_eq!(unreachable, [departed]);
+    // Several checks of the idle peer's listener find it there: its frame stays.
+    settle(&mut ts[0], Duration::from_millis(1500));
+    assert_eq!(
+        ts[0].progress().unwrap(),
+        1,
+        "the frame to a live, idle peer was dropped"
+    );
+    got.clear();
+    drive(&mut ts, &mut got, |got| got.len() == 1);
+    assert!(got[0].1 == Rank(0) && got[0].2 == frame(0, 0, 100));
+    let until = Instant::now() + DEADLINE;
+    while ts[0].progress().unwrap() > 0 {
+        assert!(
+            Instant::now() < until,
+            "the idle peer's frame never completed"
+        );
+        ts[0].wait(Some(Duration::from_millis(5))).unwrap();
+    }
+    unreachable.clear();
+    ts[0].take_unreachable(&mut unreachable);
+    assert!(unreachable.is_empty(), "the idle peer was reported");
+}
+
+/// A failed receive as rxm reports it: tag 0 (not the frame's tag), no bytes. It must not use
+/// up sequence number 0 of rank 0's link, whose real first frame would then be discarded as a
+/// duplicate.
+pub(super) fn failed_receive_names_no_link(provider: &str) {
+    let mut ts = job(provider, 2);
+    let buffer = mr::Buffer::new(&ts[1].domain, tag::SMALL_FRAME_BYTES).unwrap();
+    ts[1].on_recv_done(
+        buffer,
+        0,
+        0,
+        ops::Status::Failed(104, "Connection reset by peer".into()),
+    );
+    ts[0].send(Rank(1), &frame(0, 0, 100)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = Vec::new();
+    while got.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "rank 0's first frame was lost: {:?}",
+            ts[1].rx.links()
+        );
+        ts[0].progress().unwrap();
+        ts[1]
+            .poll_recv(8, &mut |from, bytes| got.push((from, bytes.to_vec())))
+            .unwrap();
+        ts[1].wait(Some(Duration::from_millis(5))).unwrap();
+    }
+    assert_eq!(got, [(Rank(0), frame(0, 0, 100))]);
+}
