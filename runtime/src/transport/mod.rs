@@ -13,6 +13,8 @@ pub mod ofi;
 pub mod open;
 pub mod shm;
 pub mod tcp;
+#[cfg(all(test, any(feature = "ucx", feature = "ofi")))]
+mod test_directory;
 #[cfg(feature = "ucx")]
 pub mod ucx;
 
@@ -22,6 +24,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ftcoll_algos::Rank;
+
+/// Largest frame a network backend (TCP, UCX, libfabric) carries: a header and the largest
+/// payload of the wire format.
+pub fn network_max_frame_bytes() -> usize {
+    ftcoll_algos::wire::HEADER_BYTES + ftcoll_algos::wire::MAX_PAYLOAD_BYTES
+}
 
 /// Which transport carries the data plane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -280,6 +288,16 @@ impl RegisteredBuffer {
         self.registration.as_ref()
     }
 
+    /// The first `len` bytes, or [`TransportError::FrameTooLarge`] if the buffer is shorter.
+    pub fn prefix(&self, len: usize) -> Result<&[u8], TransportError> {
+        self.bytes()
+            .get(..len)
+            .ok_or(TransportError::FrameTooLarge {
+                len,
+                limit: self.bytes().len(),
+            })
+    }
+
     /// A reference that keeps the memory and its registration alive (and the buffer read-only)
     /// until dropped: what an in-flight send owns.
     pub fn pin(&self) -> PinnedBuffer {
@@ -354,13 +372,7 @@ pub trait Transport {
         buffer: &RegisteredBuffer,
         len: usize,
     ) -> Result<(), TransportError> {
-        let frame = buffer
-            .bytes()
-            .get(..len)
-            .ok_or(TransportError::FrameTooLarge {
-                len,
-                limit: buffer.bytes().len(),
-            })?;
+        let frame = buffer.prefix(len)?;
         self.send(to, frame)
     }
 

@@ -48,7 +48,6 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ftcoll_algos::wire::{HEADER_BYTES, MAX_PAYLOAD_BYTES};
 use ftcoll_algos::Rank;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -149,7 +148,7 @@ impl fmt::Debug for TcpTransport {
 }
 
 fn max_frame_bytes() -> usize {
-    HEADER_BYTES + MAX_PAYLOAD_BYTES
+    super::network_max_frame_bytes()
 }
 
 impl TcpTransport {

@@ -86,7 +86,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ftcoll_algos::wire::{HEADER_BYTES, MAX_PAYLOAD_BYTES};
 use ftcoll_algos::Rank;
 
 use super::{RegisteredBuffer, Transport, TransportError, TransportKind, Waker};
@@ -162,7 +161,7 @@ impl fmt::Debug for OfiTransport {
 }
 
 fn max_frame_bytes() -> usize {
-    HEADER_BYTES + MAX_PAYLOAD_BYTES
+    super::network_max_frame_bytes()
 }
 
 impl OfiTransport {

@@ -124,13 +124,7 @@ impl OfiTransport {
         buffer: &RegisteredBuffer,
         len: usize,
     ) -> Result<(), TransportError> {
-        let frame = buffer
-            .bytes()
-            .get(..len)
-            .ok_or(TransportError::FrameTooLarge {
-                len,
-                limit: buffer.bytes().len(),
-            })?;
+        let frame = buffer.prefix(len)?;
         let pinned = buffer.pin();
         if to == self.rank || pinned_region(&pinned, &self.domain).is_none() {
             return self.send_copy(to, frame);

@@ -61,7 +61,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ftcoll_algos::wire::{HEADER_BYTES, MAX_PAYLOAD_BYTES};
 use ftcoll_algos::Rank;
 use rustix::event::{eventfd, EventfdFlags};
 
@@ -138,7 +137,7 @@ impl fmt::Debug for UcxTransport {
 }
 
 fn max_frame_bytes() -> usize {
-    HEADER_BYTES + MAX_PAYLOAD_BYTES
+    super::network_max_frame_bytes()
 }
 
 impl UcxTransport {
@@ -287,13 +286,7 @@ impl Transport for UcxTransport {
         buffer: &RegisteredBuffer,
         len: usize,
     ) -> Result<(), TransportError> {
-        let frame = buffer
-            .bytes()
-            .get(..len)
-            .ok_or(TransportError::FrameTooLarge {
-                len,
-                limit: buffer.bytes().len(),
-            })?;
+        let frame = buffer.prefix(len)?;
         if !self.admit(to, len)? {
             return Ok(());
         }

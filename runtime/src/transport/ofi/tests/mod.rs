@@ -1,8 +1,6 @@
 //! Several transports in one process, on `tcp` (`tcp;ofi_rxm`) and `shm`, with resolvers
 //! reading a shared directory of local addresses.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -13,7 +11,7 @@ mod scenarios;
 use process::killed_peer_process;
 use scenarios::*;
 
-type Directory = Arc<Mutex<BTreeMap<Rank, String>>>;
+use super::super::test_directory::{resolver as directory_resolver, Directory};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 /// No drain until every frame is sent: thousands queue per link.
@@ -24,18 +22,7 @@ const FRAMES_UNBOUNDED: u64 = u64::MAX;
 const SHM_BURST: u64 = 8;
 
 fn transport(provider: &str, rank: u32, size: u32, directory: &Directory) -> OfiTransport {
-    let lookup = Arc::clone(directory);
-    let resolver = Box::new(move |peer: Rank| {
-        lookup
-            .lock()
-            .unwrap()
-            .get(&peer)
-            .cloned()
-            .ok_or(TransportError::Resolve {
-                rank: peer.0,
-                why: "not registered".into(),
-            })
-    });
+    let resolver = directory_resolver(directory);
     let t = OfiTransport::new(OfiConfig {
         rank: Rank(rank),
         size,

@@ -3,8 +3,6 @@
 mod frames;
 mod lifecycle;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::address::{decode_address, encode_address};
@@ -16,7 +14,7 @@ use super::*;
 const TLS_UNDER_TEST: [Option<&str>; 2] = [Some("tcp"), None];
 const TEST_DEADLINE: Duration = Duration::from_secs(30);
 
-type Directory = Arc<Mutex<BTreeMap<Rank, String>>>;
+use super::super::test_directory::{resolver as directory_resolver, Directory};
 
 fn transport(
     rank: u32,
@@ -25,18 +23,7 @@ fn transport(
     tls: Option<&str>,
     spin: Duration,
 ) -> UcxTransport {
-    let lookup = Arc::clone(directory);
-    let resolver = Box::new(move |peer: Rank| {
-        lookup
-            .lock()
-            .unwrap()
-            .get(&peer)
-            .cloned()
-            .ok_or(TransportError::Resolve {
-                rank: peer.0,
-                why: "not registered".into(),
-            })
-    });
+    let resolver = directory_resolver(directory);
     let t = UcxTransport::new(UcxConfig {
         rank: Rank(rank),
         size,
