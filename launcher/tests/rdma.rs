@@ -68,7 +68,9 @@ fn run_families(backend: &Backend) {
             args.extend_from_slice(backend.flags);
             args.extend_from_slice(family.flags);
             if kill {
-                args.extend(["--fault", "kill:rank=5,at=300ms"]);
+                // Early enough to land inside the (single, ~300 ms) gossip operation: a rank
+                // killed just as the others finish is a separate, known gossip issue (README).
+                args.extend(["--fault", "kill:rank=5,at=100ms"]);
             }
             let what = format!("{} {:?} kill={kill}", backend.name, family.flags);
             let json = run(&args, backend.env, &what);
