@@ -76,8 +76,7 @@ fn run_families(backend: &Backend) {
             let json = run(&args, backend.env, &what);
             let failed = common::failed_ranks(&json);
             if kill {
-                // A fast family may finish before the kill lands.
-                assert!(failed.is_empty() || failed == [5], "{what}: {json}");
+                assert_eq!(failed, [5], "{what}: the kill must land mid-loop: {json}");
             } else {
                 assert!(failed.is_empty(), "{what}: {json}");
             }

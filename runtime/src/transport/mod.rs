@@ -31,6 +31,25 @@ pub fn network_max_frame_bytes() -> usize {
     ftcoll_algos::wire::HEADER_BYTES + ftcoll_algos::wire::MAX_PAYLOAD_BYTES
 }
 
+/// `rank` must lie in a job of `size` ranks.
+pub fn check_rank(rank: Rank, size: u32) -> Result<(), TransportError> {
+    if rank.0 >= size {
+        return Err(TransportError::NoSuchRank { rank: rank.0, size });
+    }
+    Ok(())
+}
+
+/// A frame of `len` bytes to `to` in a job of `size` ranks, over a network backend: the
+/// destination must exist and the frame fit [`network_max_frame_bytes`].
+pub fn check_network_frame(to: Rank, size: u32, len: usize) -> Result<(), TransportError> {
+    check_rank(to, size)?;
+    let limit = network_max_frame_bytes();
+    if len > limit {
+        return Err(TransportError::FrameTooLarge { len, limit });
+    }
+    Ok(())
+}
+
 /// Which transport carries the data plane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TransportKind {
@@ -413,9 +432,17 @@ mod choice_tests {
 
     #[test]
     fn auto_without_rdma_is_shared_memory_on_one_machine_else_tcp() {
-        // No RDMA device on a test machine (and none compiled in by default).
-        assert_eq!(choose("auto", true).unwrap(), TransportKind::Shm);
-        assert_eq!(choose("auto", false).unwrap(), TransportKind::Tcp);
+        match rdma_with_device() {
+            // A machine with an RDMA device and its backend compiled in takes it either way.
+            Some(kind) => {
+                assert_eq!(choose("auto", true).unwrap(), kind);
+                assert_eq!(choose("auto", false).unwrap(), kind);
+            }
+            None => {
+                assert_eq!(choose("auto", true).unwrap(), TransportKind::Shm);
+                assert_eq!(choose("auto", false).unwrap(), TransportKind::Tcp);
+            }
+        }
     }
 
     #[test]

@@ -154,12 +154,7 @@ fn max_frame_bytes() -> usize {
 impl TcpTransport {
     /// Binds a non-blocking listener on `config.bind_ip` with a system-chosen port.
     pub fn bind(config: TcpConfig) -> Result<TcpTransport, TransportError> {
-        if config.rank.0 >= config.size {
-            return Err(TransportError::NoSuchRank {
-                rank: config.rank.0,
-                size: config.size,
-            });
-        }
+        super::check_rank(config.rank, config.size)?;
         let poll = Poll::new().map_err(|e| TransportError::io("creating the TCP poller", e))?;
         let mut listener = TcpListener::bind(SocketAddr::new(config.bind_ip, 0))
             .map_err(|e| TransportError::io("binding the TCP listener", e))?;
@@ -498,19 +493,8 @@ impl Transport for TcpTransport {
     }
 
     fn send(&mut self, to: Rank, frame: &[u8]) -> Result<(), TransportError> {
-        if to.0 >= self.size {
-            return Err(TransportError::NoSuchRank {
-                rank: to.0,
-                size: self.size,
-            });
-        }
         let len = frame.len();
-        if len > max_frame_bytes() {
-            return Err(TransportError::FrameTooLarge {
-                len,
-                limit: max_frame_bytes(),
-            });
-        }
+        super::check_network_frame(to, self.size, len)?;
         if len == 0 {
             // The receiver would take a zero length prefix for a protocol violation.
             return Err(TransportError::io(

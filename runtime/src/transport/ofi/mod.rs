@@ -168,12 +168,7 @@ impl OfiTransport {
     /// Opens the rank's fabric, domain, endpoint, queue and address vector, and posts its
     /// receive buffers.
     pub fn new(config: OfiConfig) -> Result<OfiTransport, TransportError> {
-        if config.rank.0 >= config.size {
-            return Err(TransportError::NoSuchRank {
-                rank: config.rank.0,
-                size: config.size,
-            });
-        }
+        super::check_rank(config.rank, config.size)?;
         let info = InfoList::rdm_tagged(config.provider.as_deref())?.ok_or_else(|| TransportError::Library {
             library: "libfabric",
             call: "fi_getinfo",

@@ -12,7 +12,7 @@ use super::ops::{pinned_region, Refused, SendPayload, Status};
 use super::peer::PeerState;
 use super::pool::SendPool;
 use super::tag::{Tag, SMALL_FRAME_BYTES};
-use super::{max_frame_bytes, OfiTransport};
+use super::OfiTransport;
 use crate::transport::{RegisteredBuffer, TransportError};
 
 /// Queued frames posted per call, so a long backlog cannot hold a rank in the transport.
@@ -61,18 +61,7 @@ impl SendSide {
 impl OfiTransport {
     /// Checks shared by both send paths; `Ok(false)`: discard the frame (its peer is lost).
     fn admit(&mut self, to: Rank, len: usize) -> Result<bool, TransportError> {
-        if to.0 >= self.size {
-            return Err(TransportError::NoSuchRank {
-                rank: to.0,
-                size: self.size,
-            });
-        }
-        if len > max_frame_bytes() {
-            return Err(TransportError::FrameTooLarge {
-                len,
-                limit: max_frame_bytes(),
-            });
-        }
+        crate::transport::check_network_frame(to, self.size, len)?;
         if self
             .peers
             .get(&to)

@@ -143,12 +143,7 @@ fn max_frame_bytes() -> usize {
 impl UcxTransport {
     /// Initialises UCX for this rank: context, worker and wakeup descriptors.
     pub fn new(config: UcxConfig) -> Result<UcxTransport, TransportError> {
-        if config.rank.0 >= config.size {
-            return Err(TransportError::NoSuchRank {
-                rank: config.rank.0,
-                size: config.size,
-            });
-        }
+        super::check_rank(config.rank, config.size)?;
         let context = Context::new(config.tls.as_deref(), config.size as usize)?;
         let worker = Worker::new(&context)?;
         let address = address::encode_address(&worker.address()?);
@@ -185,18 +180,7 @@ impl UcxTransport {
     /// Checks a frame of `len` bytes to `to` and connects to `to`; `Ok(false)` means discard
     /// the frame (failed peer) and `Ok(true)` send it.
     fn admit(&mut self, to: Rank, len: usize) -> Result<bool, TransportError> {
-        if to.0 >= self.size {
-            return Err(TransportError::NoSuchRank {
-                rank: to.0,
-                size: self.size,
-            });
-        }
-        if len > max_frame_bytes() {
-            return Err(TransportError::FrameTooLarge {
-                len,
-                limit: max_frame_bytes(),
-            });
-        }
+        super::check_network_frame(to, self.size, len)?;
         if len == 0 {
             return Err(TransportError::io(
                 "sending over UCX",
