@@ -569,10 +569,16 @@ impl Ftco {
 
     fn handle_inbound(&mut self, message: Inbound, now: Time, out: &mut Outbox) {
         let Inbound { from, seq, body } = message;
+        if matches!(body, Body::Data { .. } | Body::KeepAlive) {
+            self.heard_from(from);
+        }
         match body {
             Body::Data { result, pieces } => {
                 if !self.shape_ok(&pieces) {
                     self.reject(from, "value shape differs from the local input", out);
+                    return;
+                }
+                if !result && self.late_from_dead_descendant(from) {
                     return;
                 }
                 self.learn_from_contact(from, out);
@@ -584,7 +590,19 @@ impl Ftco {
                 if result {
                     if self.result.is_none() {
                         self.result = pieces.into_iter().next();
-                        self.final_peers = self.up.clone();
+                        // Peer roots compute the result themselves from each other's DATA. A
+                        // top rank handed the result by a peer root (it joined late, or the
+                        // exchange was disrupted) will never send its own DATA now, so the
+                        // peer roots it has not sent DATA to yet get the result instead: they
+                        // may be waiting for this rank. Those it has sent DATA to compute it.
+                        self.final_peers = if self.at_top {
+                            let has_ours = |x: &u32| {
+                                *x == from || self.peers.get(x).is_some_and(|p| !p.sent.is_empty())
+                            };
+                            self.up.iter().copied().filter(has_ours).collect()
+                        } else {
+                            self.up.clone()
+                        };
                         if self.shape.is_none() {
                             self.shape = self
                                 .result
@@ -634,6 +652,35 @@ impl Ftco {
                 } else if seq > peer.seq_acked && seq <= peer.seq_sent {
                     peer.seq_acked = seq;
                 }
+            }
+        }
+    }
+
+    /// DATA from a descendant this rank knows dead, arriving after this rank sent its subtree
+    /// up: the news of the death overtook the DATA. Taking it would make a supplement to what
+    /// went up, which peer roots that already fixed their result would never see, while others
+    /// would. The descendant's own children re-send to this rank what they gave it, so only the
+    /// dead rank's own input is lost, as Definition 3.2 allows. DATA from a dead peer root is
+    /// still taken: it went to every peer root at once.
+    fn late_from_dead_descendant(&self, from: u32) -> bool {
+        self.dead.contains(from)
+            && self.view.is_ancestor(self.me, from)
+            && self
+                .up
+                .iter()
+                .any(|x| self.peers.get(x).is_some_and(|p| !p.sent.is_empty()))
+    }
+
+    /// DATA or KEEPALIVE from `x` shows it alive and in the operation: our KEEPALIVEs to it
+    /// need no answer of their own, and an earlier provisional answer is out of date. (A
+    /// late starter that was probed before it started is otherwise probed once more and must
+    /// answer within one timeout, which a busy rank may not.) Our unacknowledged DATA still
+    /// waits for its ACK: only that says `x` took it.
+    fn heard_from(&mut self, x: u32) {
+        if let Some(peer) = self.peers.get_mut(&x) {
+            peer.provisional = false;
+            if peer.last_data_seq <= peer.seq_acked {
+                peer.seq_acked = peer.seq_sent;
             }
         }
     }
