@@ -80,8 +80,8 @@ pub struct ExperimentArgs {
     /// seeds per row of table2 (default 2, with --full 3).
     #[arg(long)]
     pub placements: Option<u32>,
-    /// Largest N (ranks) to simulate: caps the size sweeps (default 4K, with --full 64K) and
-    /// table2's N.
+    /// Largest N (ranks) to simulate: caps the size sweeps (default 2K, with --full 64K) and
+    /// table2's N (default 4K).
     #[arg(long, value_name = "N")]
     pub max_ranks: Option<u32>,
 }

@@ -1,4 +1,4 @@
-//! 004 Fig. 7: fault-free latency of the FTCO allreduce, N = 1K..64K (default 1K..4K).
+//! 004 Fig. 7: fault-free latency of the FTCO allreduce, N = 1K..64K (default 1K and 2K).
 //!
 //! For every N the search runs every tree of shape k-ary and k-nomial, k in [`radixes`], with
 //! each root count in [`root_counts`] below N (with `--full` k = 2..=16 and roots 1, 2, 3, 4, 6,

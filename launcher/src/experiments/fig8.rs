@@ -3,7 +3,7 @@
 //! k-nomial tree with the best k and root count for each N (the fig7 search restricted to
 //! k-nomial trees with at least two roots). Inactive ranks are dead from step 0 and drawn
 //! uniformly among all ranks, roots included (the allreduce routes around a dead root).
-//! Default: N = 1K..4K, 20 placements; `--full`: 1K..64K, 1,000 placements a point.
+//! Default (CI-sized): N = 1K and 2K, 20 placements; `--full`: 1K..64K, 1,000 placements a point.
 //!
 //! The same runs give Fig. 9 ([`super::fig9`]); [`sweep`] is shared with Fig. 10.
 

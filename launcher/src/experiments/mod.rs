@@ -401,17 +401,20 @@ fn check(spec: &JobSpec, config: &SimConfig, report: &SimReport) -> anyhow::Resu
     Ok(())
 }
 
-/// Bounds on one run: virtual time (`extra_steps` plus 50,000 steps; a fault-free run takes a
-/// few hundred) and events. A run that reaches them fails its check.
-pub fn bounded(mut config: SimConfig, extra_steps: u64) -> SimConfig {
+/// Bounds on one run of `n` ranks: virtual time (`extra_steps` plus 50,000 steps; a fault-free
+/// run takes a few hundred) and events (5,000 per rank: a run with 100 inactive ranks at 2K
+/// handles about 120 per rank, table2's widest normal spread sends about 450 messages per
+/// rank; so only a livelock reaches it, and fails in seconds rather than minutes). A run that
+/// reaches them fails its check.
+pub fn bounded(mut config: SimConfig, n: u32, extra_steps: u64) -> SimConfig {
     config.max_time = ftcoll_algos::Time(50_000 + extra_steps);
-    config.max_events = 400_000_000;
+    config.max_events = 5_000 * u64::from(n);
     config
 }
 
 /// Runs one allreduce and checks it.
 pub fn simulate_checked(ctx: &Ctx, spec: &JobSpec, config: SimConfig) -> anyhow::Result<SimReport> {
-    let config = bounded(config, 0);
+    let config = bounded(config, spec.n, 0);
     let report = simulate(spec, config.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
     ctx.runs.fetch_add(1, Ordering::Relaxed);
     check(spec, &config, &report)?;
@@ -435,7 +438,7 @@ pub fn simulate_watched_checked(
             _ => 0,
         })
         .sum();
-    let config = bounded(config, spread);
+    let config = bounded(config, spec.n, spread);
     let (sim, report) =
         simulate_watched(spec, config.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
     ctx.runs.fetch_add(1, Ordering::Relaxed);
@@ -482,7 +485,7 @@ pub fn distinct_ranks(rng: &mut ftcoll_algos::rng::SimRng, n: u32, count: u32) -
 
 /// Ranks of the experiments' x axis: 1K to 64K in the paper.
 pub fn sizes(ctx: &Ctx) -> Vec<u32> {
-    let top = if ctx.full { 16 } else { 12 };
+    let top = if ctx.full { 16 } else { 11 };
     let sizes: Vec<u32> = (10..=top).map(|p| 1u32 << p).collect();
     let capped: Vec<u32> = sizes
         .iter()
