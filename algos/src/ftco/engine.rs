@@ -98,6 +98,9 @@ pub struct Ftco {
     /// Until when this finished rank must stay reachable (see [`Protocol::serve_until`]).
     serve_until: Option<Time>,
     dead: RankSet,
+    /// Ranks reported dead by a failure notice ([`Input::PeerFailed`]): certainly dead, unlike
+    /// ranks this rank only suspects by a timeout.
+    noticed: RankSet,
     /// Up and Down of 004, ascending, recomputed from the tree and `dead`.
     up: Vec<u32>,
     down: Vec<u32>,
@@ -145,6 +148,7 @@ impl Ftco {
             start: Time::ZERO,
             serve_until: None,
             dead,
+            noticed: RankSet::default(),
             up: Vec::new(),
             down: Vec::new(),
             extra_down: RankSet::default(),
@@ -656,14 +660,16 @@ impl Ftco {
         }
     }
 
-    /// DATA from a descendant this rank knows dead, arriving after this rank sent its subtree
-    /// up: the news of the death overtook the DATA. Taking it would make a supplement to what
+    /// DATA from a descendant a failure notice reported dead, arriving after this rank sent
+    /// its subtree up: the news of the death overtook the DATA. Taking it would make a supplement to what
     /// went up, which peer roots that already fixed their result would never see, while others
     /// would. The descendant's own children re-send to this rank what they gave it, so only the
     /// dead rank's own input is lost, as Definition 3.2 allows. DATA from a dead peer root is
-    /// still taken: it went to every peer root at once.
+    /// still taken: it went to every peer root at once. So is DATA from a rank only suspected
+    /// by a timeout: its arrival shows the suspicion was false, and leaving a live rank's
+    /// input out would break Definition 3.2 for it.
     fn late_from_dead_descendant(&self, from: u32) -> bool {
-        self.dead.contains(from)
+        self.noticed.contains(from)
             && self.view.is_ancestor(self.me, from)
             && self
                 .up
@@ -947,6 +953,7 @@ impl Protocol for Ftco {
             }
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
+                self.noticed.insert(peer.0);
                 if self.mark_dead(peer.0) {
                     if self.phase != Phase::Idle {
                         self.recompute_view(out);
