@@ -724,17 +724,7 @@ fn a_peer_root_handed_the_result_passes_it_to_the_other_roots() {
 #[test]
 fn a_dead_childs_data_overtaken_by_its_notice_is_left_out_everywhere() {
     let tree = Tree::new(TreeShape::KAry { k: 2 }, 5, 2).expect("valid tree");
-    let crashes = [(4, 1, true)];
-    let mut net = asymmetric_run(
-        tree,
-        &crashes,
-        4_187_343_520_550_534_403,
-        5_241_752_182_232_395_901,
-        &[5, 100],
-        true,
-    );
-    net.run(&one_hot(5));
-    check_allreduce(&net).expect("consistent");
+    notices_case(tree, &[(4, 1, true)]);
 }
 
 /// The other side of the case above: rank 18, a peer root since rank 3 died, sends its DATA to
@@ -743,15 +733,13 @@ fn a_dead_childs_data_overtaken_by_its_notice_is_left_out_everywhere() {
 #[test]
 fn a_dead_peer_roots_data_counts_at_every_peer_root() {
     let tree = Tree::new(TreeShape::KAry { k: 3 }, 51, 3).expect("valid tree");
-    let crashes = [(0, 0, false), (3, 76, true), (18, 181, true)];
-    let mut net = asymmetric_run(
-        tree,
-        &crashes,
-        4_187_343_520_550_534_403,
-        5_241_752_182_232_395_901,
-        &[5, 100],
-        true,
-    );
-    net.run(&one_hot(51));
+    notices_case(tree, &[(0, 0, false), (3, 76, true), (18, 181, true)]);
+}
+
+/// Runs the notices property test's case (its seed, views and notice delays) on `tree`.
+fn notices_case(tree: Tree, crashes: &[(u32, u64, bool)]) {
+    let (seed, views) = (4_187_343_520_550_534_403, 5_241_752_182_232_395_901);
+    let mut net = asymmetric_run(tree, crashes, seed, views, &[5, 100], true);
+    net.run(&one_hot(tree.size()));
     check_allreduce(&net).expect("consistent");
 }
