@@ -118,6 +118,7 @@ impl CompletionQueue {
     }
 
     /// Reads up to `entries.len()` completions.
+    #[inline]
     pub(super) fn read(&self, entries: &mut [Entry]) -> Result<Read, TransportError> {
         // SAFETY: the buffer holds entries.len() tagged entries, the queue's format.
         let code = unsafe {
@@ -137,6 +138,7 @@ impl CompletionQueue {
     }
 
     /// Reads the error completion at the head, if there is one.
+    #[cold]
     pub(super) fn read_error(&self) -> Result<Option<ErrorEntry>, TransportError> {
         let mut raw = sys::fi_cq_err_entry::default();
         // SAFETY: `raw` is a valid entry; with err_data_size 0 the provider points err_data at

@@ -135,6 +135,7 @@ impl Endpoint {
     /// The `len` bytes at `buf` (registered, with descriptor `desc`) and the context at
     /// `context` stay valid and unmoved until the operation's completion is read or the
     /// endpoint is closed.
+    #[inline(always)]
     pub(super) unsafe fn post_send(
         &self,
         buf: *const u8,
@@ -164,6 +165,7 @@ impl Endpoint {
     ///
     /// # Safety
     /// As for [`Endpoint::post_send`], and nothing reads or writes the buffer meanwhile.
+    #[inline]
     pub(super) unsafe fn post_recv(
         &self,
         buf: *mut u8,

@@ -146,6 +146,9 @@ pub struct OfiTransport {
     spin: Duration,
     /// Current sleep step of an idle `wait` without a wait descriptor.
     idle_step: Duration,
+    /// Completions were read since the last `poll_recv` (by `progress` or `wait`): a
+    /// `poll_recv` that finds frames ready hands them over without reading the queue again.
+    read_since_recv: bool,
     max_queued_bytes: usize,
 }
 
@@ -228,6 +231,7 @@ impl OfiTransport {
             doorbell: Doorbell::new()?,
             spin: config.spin,
             idle_step: wait::MIN_IDLE_STEP,
+            read_since_recv: false,
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
         };
         transport.repost_receives()?;
@@ -248,9 +252,32 @@ impl OfiTransport {
     /// Reads completions, re-posts receive buffers, retries queued sends and closes released
     /// registrations; returns how many completions were read.
     fn pump(&mut self) -> Result<usize, TransportError> {
+        // This runs on every poll of a spinning rank: each step below returns at once when it
+        // has nothing to do. Buffers handed back since the last pump go to the provider
+        // before the queue is read.
+        self.repost_receives()?;
+        let result = self
+            .ops
+            .poll(MAX_COMPLETIONS_PER_CALL, &mut self.completions);
+        if !self.completions.is_empty() {
+            self.handle_completions();
+        }
+        let read = result?;
+        self.repost_receives()?;
+        self.flush_queues();
+        self.check_held_back_peers();
+        self.release_failed_addresses();
+        self.graveyard.graveyard().close_buried();
+        if read > 0 {
+            self.idle_step = wait::MIN_IDLE_STEP;
+        }
+        self.read_since_recv = true;
+        Ok(read)
+    }
+
+    /// Hands the completions read to the send and receive sides.
+    fn handle_completions(&mut self) {
         let mut completions = std::mem::take(&mut self.completions);
-        completions.clear();
-        let result = self.ops.poll(MAX_COMPLETIONS_PER_CALL, &mut completions);
         for completion in completions.drain(..) {
             match completion {
                 Completion::Send {
@@ -268,16 +295,6 @@ impl OfiTransport {
             }
         }
         self.completions = completions;
-        let read = result?;
-        self.repost_receives()?;
-        self.flush_queues();
-        self.check_held_back_peers();
-        self.release_failed_addresses();
-        self.graveyard.graveyard().close_buried();
-        if read > 0 {
-            self.idle_step = wait::MIN_IDLE_STEP;
-        }
-        Ok(read)
     }
 }
 
@@ -333,7 +350,14 @@ impl Transport for OfiTransport {
         self.send_pinned(to, buffer, len)
     }
 
+    #[inline]
     fn progress(&mut self) -> Result<usize, TransportError> {
+        // With nothing queued or in flight there is nothing to push: arrivals are read by
+        // `poll_recv` and `wait`, and an idle call costs no read of the queue (over tcp, a
+        // provider progress with a system call in it).
+        if self.tx.frames() == 0 && self.ops.sends() == 0 {
+            return Ok(0);
+        }
         self.pump()?;
         let in_flight = self.ops.sends().saturating_sub(self.abandoned_sends());
         Ok(self.tx.frames() + in_flight)
@@ -344,7 +368,13 @@ impl Transport for OfiTransport {
         max_frames: usize,
         handler: &mut dyn FnMut(Rank, &[u8]),
     ) -> Result<usize, TransportError> {
-        self.pump()?;
+        // Frames that an earlier read left ready go to the handler at once: reading the queue
+        // again first would put a provider progress in their way. Every call still sees the
+        // queue read since the previous one, so a stream of ready frames cannot starve it.
+        if !(self.read_since_recv && self.has_work()) {
+            self.pump()?;
+        }
+        self.read_since_recv = false;
         let mut handled = 0;
         while handled < max_frames {
             let Some((words, len)) = self.loopback.pop_front() else {
@@ -356,7 +386,12 @@ impl Transport for OfiTransport {
             handled += 1;
         }
         handled += self.rx.deliver(max_frames - handled, &self.peers, handler);
-        self.repost_receives()?;
+        // Re-posting is a provider call per buffer. While nearly all are still posted, the
+        // few just handed back wait for the next pump, after the caller has answered their
+        // frames, rather than delaying the answer.
+        if self.rx.idle_buffers() > rx::MAX_DEFERRED_REPOSTS {
+            self.repost_receives()?;
+        }
         Ok(handled)
     }
 

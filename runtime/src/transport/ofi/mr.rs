@@ -6,6 +6,7 @@
 use std::any::Any;
 use std::ffi::c_void;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ftcoll_ofi_sys as sys;
@@ -213,6 +214,9 @@ impl Drop for UserRegistration {
 #[derive(Default)]
 pub(super) struct Graveyard {
     state: Mutex<GraveyardState>,
+    /// Set while regions wait in `state`: the transport checks it on every poll, so the
+    /// common case (none) costs no lock.
+    occupied: AtomicBool,
 }
 
 #[derive(Default)]
@@ -229,11 +233,17 @@ impl Graveyard {
             drop(region);
         } else {
             state.regions.push(region);
+            self.occupied.store(true, Ordering::Release);
         }
     }
 
     /// Closes the regions left so far (on the transport's thread).
     pub(super) fn close_buried(&self) {
+        // A plain load first: no read-modify-write on the common path. A region buried after
+        // the swap leaves the flag set for the next call.
+        if !self.occupied.load(Ordering::Relaxed) || !self.occupied.swap(false, Ordering::Acquire) {
+            return;
+        }
         let regions = std::mem::take(
             &mut self
                 .state

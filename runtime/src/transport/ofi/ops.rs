@@ -144,6 +144,7 @@ impl Ops {
 
     /// Posts a send of the first `bytes` bytes of `payload` to `dest` with `tag`. A pinned
     /// payload must carry a registration of this domain (see [`pinned_region`]).
+    #[inline(always)]
     pub(super) fn post_send(
         &mut self,
         peer: Rank,
@@ -206,6 +207,7 @@ impl Ops {
     }
 
     /// Posts `buffer` to receive a message whose tag matches `tag` outside the bits of `ignore`.
+    #[inline]
     pub(super) fn post_recv(
         &mut self,
         mut buffer: Buffer,
@@ -270,6 +272,12 @@ impl Ops {
                         out.extend(completion);
                     }
                     done += n;
+                    // A short read emptied the queue. Reading again now would only run the
+                    // provider's progress once more (a system call over tcp) on the path of
+                    // every completion, to find nothing: the next call reads what comes later.
+                    if n < batch {
+                        break;
+                    }
                 }
                 Read::ErrorAvailable => {
                     let Some(error) = self.ep.cq().read_error()? else {
@@ -289,6 +297,7 @@ impl Ops {
     }
 
     /// Takes the operation a completion reports back out of its slot.
+    #[inline(always)]
     fn finish(
         &mut self,
         context: usize,

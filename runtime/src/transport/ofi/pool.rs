@@ -23,6 +23,7 @@ pub(super) struct SendPool {
 
 impl SendPool {
     /// A registered buffer for a frame of `len` bytes, from the pool if one fits.
+    #[inline]
     pub(super) fn take(
         &mut self,
         domain: &Arc<Domain>,
@@ -45,6 +46,7 @@ impl SendPool {
     }
 
     /// Returns a buffer to the pool, or frees it if the pool is full.
+    #[inline]
     pub(super) fn give_back(&mut self, buffer: Buffer) {
         if buffer.capacity() <= SMALL_FRAME_BYTES {
             if self.small.len() < POOL_SMALL_BUFFERS {

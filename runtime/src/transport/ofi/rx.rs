@@ -22,6 +22,8 @@ const SMALL_RECVS: usize = 32;
 const LARGE_RECVS: usize = 2;
 /// Receive buffers of both classes.
 pub(super) const RECV_BUFFERS: usize = SMALL_RECVS + LARGE_RECVS;
+/// Buffers `poll_recv` may leave for the next pump to re-post (out of [`SMALL_RECVS`]).
+pub(super) const MAX_DEFERRED_REPOSTS: usize = 4;
 
 /// A frame ready for the handler.
 enum Ready {
@@ -76,12 +78,18 @@ impl RecvSide {
         })
     }
 
+    /// Buffers handed back and not posted again yet.
+    pub(super) fn idle_buffers(&self) -> usize {
+        self.idle.len()
+    }
+
     /// Whether frames wait for the handler.
     pub(super) fn has_ready(&self) -> bool {
         !self.ready.is_empty()
     }
 
     /// Files a completed receive: ready if it is next on its link, held if it is ahead.
+    #[inline(always)]
     fn arrived(
         &mut self,
         buffer: Buffer,
@@ -158,7 +166,21 @@ impl RecvSide {
     }
 
     /// Hands up to `max` ready frames to `handler`, skipping those of failed peers.
+    #[inline]
     pub(super) fn deliver(
+        &mut self,
+        max: usize,
+        peers: &BTreeMap<Rank, Peer>,
+        handler: &mut dyn FnMut(Rank, &[u8]),
+    ) -> usize {
+        // Called on every poll; most find nothing ready.
+        if self.ready.is_empty() {
+            return 0;
+        }
+        self.deliver_ready(max, peers, handler)
+    }
+
+    fn deliver_ready(
         &mut self,
         max: usize,
         peers: &BTreeMap<Rank, Peer>,
@@ -214,30 +236,41 @@ impl OfiTransport {
     /// Posts every idle receive buffer the provider takes. A refusal of one class does not
     /// stop the other: posting small buffers is what drains the unexpected messages that can
     /// make a provider refuse large ones.
+    #[inline]
     pub(super) fn repost_receives(&mut self) -> Result<(), TransportError> {
+        // Called on every poll; most find nothing to post.
+        if self.rx.idle.is_empty() {
+            return Ok(());
+        }
+        self.post_idle_receives()
+    }
+
+    fn post_idle_receives(&mut self) -> Result<(), TransportError> {
         let mut refused = [false; 2];
-        let mut kept = Vec::new();
-        while let Some(buffer) = self.rx.idle.pop() {
-            let large = buffer.capacity() > SMALL_FRAME_BYTES;
+        // In place, so the list keeps its allocation. Each pass posts a buffer (the list
+        // shrinks), skips one (`at` grows) or marks a class refused (at most twice).
+        let mut at = 0;
+        while at < self.rx.idle.len() {
+            let large = self.rx.idle[at].capacity() > SMALL_FRAME_BYTES;
             if refused[usize::from(large)] {
-                kept.push(buffer);
+                at += 1;
                 continue;
             }
+            let buffer = self.rx.idle.swap_remove(at);
             let (tag, ignore) = self.layout.recv_match(large);
             if let Err(Refused { item, error }) = self.ops.post_recv(buffer, tag, ignore) {
-                kept.push(item);
+                self.rx.idle.push(item);
                 if let Some(error) = error {
-                    self.rx.idle.append(&mut kept);
                     return Err(error);
                 }
                 refused[usize::from(large)] = true;
             }
         }
-        self.rx.idle = kept;
         Ok(())
     }
 
     /// Handles a receive completion.
+    #[inline]
     pub(super) fn on_recv_done(&mut self, buffer: Buffer, tag: u64, len: usize, status: Status) {
         self.rx
             .arrived(buffer, tag, len, status, self.size, &self.peers);

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use ftcoll_algos::Rank;
+use ftcoll_ofi_sys as sys;
 
 use super::address::parse_address;
 use super::liveness::{tcp_listener, Liveness};
@@ -23,6 +24,16 @@ struct Queued {
     payload: SendPayload,
     bytes: usize,
     tag: u64,
+}
+
+/// What became of a frame offered to the provider.
+enum PostOutcome {
+    /// Posted: in flight.
+    Posted,
+    /// Not taken for now (the provider is out of resources): it waits, handed back.
+    Held(Queued),
+    /// Refused for good: the frame is dropped and its peer lost.
+    Lost,
 }
 
 /// The send side (see the module docs).
@@ -60,6 +71,7 @@ impl SendSide {
 
 impl OfiTransport {
     /// Checks shared by both send paths; `Ok(false)`: discard the frame (its peer is lost).
+    #[inline(always)]
     fn admit(&mut self, to: Rank, len: usize) -> Result<bool, TransportError> {
         crate::transport::check_network_frame(to, self.size, len)?;
         if self
@@ -87,6 +99,7 @@ impl OfiTransport {
     }
 
     /// [`Transport::send`](crate::transport::Transport::send): one copy into a pooled buffer.
+    #[inline]
     pub(super) fn send_copy(&mut self, to: Rank, frame: &[u8]) -> Result<(), TransportError> {
         if !self.admit(to, frame.len())? {
             return Ok(());
@@ -98,10 +111,10 @@ impl OfiTransport {
             self.loopback_bytes += frame.len();
             return Ok(());
         }
-        self.resolve(to)?;
+        let addr = self.resolve(to)?;
         let mut buffer = self.tx.pool.take(&self.domain, frame.len())?;
         buffer.bytes_mut()[..frame.len()].copy_from_slice(frame);
-        self.submit(to, SendPayload::Pooled(buffer), frame.len());
+        self.submit(to, addr, SendPayload::Pooled(buffer), frame.len());
         Ok(())
     }
 
@@ -121,16 +134,23 @@ impl OfiTransport {
         if !self.admit(to, len)? {
             return Ok(());
         }
-        self.resolve(to)?;
-        self.submit(to, SendPayload::Pinned(pinned), len);
+        let addr = self.resolve(to)?;
+        self.submit(to, addr, SendPayload::Pinned(pinned), len);
         Ok(())
     }
 
-    /// Inserts the peer's address on the first send to it.
-    fn resolve(&mut self, to: Rank) -> Result<(), TransportError> {
-        if self.peers.get(&to).is_some_and(|peer| peer.addr.is_some()) {
-            return Ok(());
+    /// The peer's handle in the address vector, inserted on the first send to it.
+    #[inline(always)]
+    fn resolve(&mut self, to: Rank) -> Result<sys::fi_addr_t, TransportError> {
+        if let Some(addr) = self.peers.get(&to).and_then(|peer| peer.addr) {
+            return Ok(addr);
         }
+        self.insert_address(to)
+    }
+
+    /// Resolves the peer's address through the control plane and inserts it (first send).
+    #[cold]
+    fn insert_address(&mut self, to: Rank) -> Result<sys::fi_addr_t, TransportError> {
         let address = (self.resolver)(to)?;
         let name = parse_address(&address, &self.provider, to)?;
         let addr = self.ops.endpoint().av().insert(&name)?;
@@ -138,12 +158,13 @@ impl OfiTransport {
         let peer = self.peers.entry(to).or_default();
         peer.addr = Some(addr);
         peer.listener = tcp_listener(&self.provider, &name);
-        Ok(())
+        Ok(addr)
     }
 
     /// Numbers the frame on its link and posts it, or queues it behind earlier frames to the
     /// same peer or when the provider is out of resources.
-    fn submit(&mut self, to: Rank, payload: SendPayload, bytes: usize) {
+    #[inline(always)]
+    fn submit(&mut self, to: Rank, addr: sys::fi_addr_t, payload: SendPayload, bytes: usize) {
         let peer = self.peers.entry(to).or_default();
         let tag = self.layout.encode(Tag {
             source: self.rank,
@@ -152,17 +173,77 @@ impl OfiTransport {
         });
         peer.next_seq = self.layout.wrap(peer.next_seq + 1);
         self.tx.bytes += bytes;
-        let queue = self.tx.queues.entry(to).or_default();
-        let was_empty = queue.is_empty();
-        queue.push_back(Queued {
+        let frame = Queued {
             payload,
             bytes,
             tag,
-        });
-        self.tx.queued_frames += 1;
-        if was_empty {
+        };
+        // The common case, nothing waiting for the peer, posts at once: no queue is touched
+        // (and none is looked up while no peer has a backlog).
+        let waiting = !self.tx.backlog.is_empty()
+            && self
+                .tx
+                .queues
+                .get(&to)
+                .is_some_and(|queue| !queue.is_empty());
+        let frame = if waiting {
+            frame
+        } else {
+            match self.post_frame(to, addr, frame) {
+                PostOutcome::Held(frame) => frame,
+                PostOutcome::Posted | PostOutcome::Lost => return,
+            }
+        };
+        let queue = self.tx.queues.entry(to).or_default();
+        if queue.is_empty() {
             self.tx.backlog.push_back(to);
-            self.flush_peer(to, MAX_POSTS_PER_CALL);
+        }
+        queue.push_back(frame);
+        self.tx.queued_frames += 1;
+    }
+
+    /// Posts one frame to `to` at `addr`; `to` is live and has nothing queued ahead of it.
+    #[inline(always)]
+    fn post_frame(&mut self, to: Rank, addr: sys::fi_addr_t, frame: Queued) -> PostOutcome {
+        match self
+            .ops
+            .post_send(to, addr, frame.tag, frame.payload, frame.bytes)
+        {
+            Ok(()) => {
+                if let Some(peer) = self.peers.get_mut(&to) {
+                    peer.in_flight += 1;
+                    peer.in_flight_bytes += frame.bytes;
+                }
+                if !self.tx.liveness.is_empty() {
+                    self.tx.liveness.released(to);
+                }
+                PostOutcome::Posted
+            }
+            Err(Refused { item, error: None }) => {
+                // The provider's refusal (not our bound on sends) with nothing in flight
+                // to the peer: a connection that is not up, perhaps never again.
+                let idle = self.peers.get(&to).filter(|peer| peer.in_flight == 0);
+                if let Some(peer) = idle.filter(|_| self.ops.has_send_slot()) {
+                    self.tx
+                        .liveness
+                        .held_back(to, peer.listener, Instant::now());
+                }
+                PostOutcome::Held(Queued {
+                    payload: item,
+                    ..frame
+                })
+            }
+            Err(Refused {
+                item,
+                error: Some(error),
+            }) => {
+                self.tx.bytes -= frame.bytes;
+                if let SendPayload::Pooled(buffer) = item {
+                    self.tx.pool.give_back(buffer);
+                }
+                self.lose_peer(to, PeerState::Unreachable, &error.to_string());
+                PostOutcome::Lost
+            }
         }
     }
 
@@ -176,49 +257,16 @@ impl OfiTransport {
             let Some(front) = self.tx.queues.get_mut(&to).and_then(VecDeque::pop_front) else {
                 break;
             };
-            match self
-                .ops
-                .post_send(to, addr, front.tag, front.payload, front.bytes)
-            {
-                Ok(()) => {
-                    posted += 1;
-                    self.tx.queued_frames -= 1;
-                    if let Some(peer) = self.peers.get_mut(&to) {
-                        peer.in_flight += 1;
-                        peer.in_flight_bytes += front.bytes;
-                    }
-                    if !self.tx.liveness.is_empty() {
-                        self.tx.liveness.released(to);
-                    }
-                }
-                Err(Refused { item, error: None }) => {
-                    // The provider's refusal (not our bound on sends) with nothing in flight
-                    // to the peer: a connection that is not up, perhaps never again.
-                    let idle = self.peers.get(&to).filter(|peer| peer.in_flight == 0);
-                    if let Some(peer) = idle.filter(|_| self.ops.has_send_slot()) {
-                        self.tx
-                            .liveness
-                            .held_back(to, peer.listener, Instant::now());
-                    }
-                    let queue = self.tx.queues.entry(to).or_default();
-                    queue.push_front(Queued {
-                        payload: item,
-                        ..front
-                    });
+            self.tx.queued_frames -= 1;
+            match self.post_frame(to, addr, front) {
+                PostOutcome::Posted => posted += 1,
+                PostOutcome::Held(front) => {
+                    self.tx.queues.entry(to).or_default().push_front(front);
+                    self.tx.queued_frames += 1;
                     break;
                 }
-                Err(Refused {
-                    item,
-                    error: Some(error),
-                }) => {
-                    self.tx.bytes -= front.bytes;
-                    self.tx.queued_frames -= 1;
-                    if let SendPayload::Pooled(buffer) = item {
-                        self.tx.pool.give_back(buffer);
-                    }
-                    self.lose_peer(to, PeerState::Unreachable, &error.to_string());
-                    break;
-                }
+                // `lose_peer` dropped the rest of the queue.
+                PostOutcome::Lost => break,
             }
         }
         posted
@@ -262,6 +310,7 @@ impl OfiTransport {
     }
 
     /// Handles a send completion; a failed one makes its peer unreachable.
+    #[inline]
     pub(super) fn on_send_done(
         &mut self,
         to: Rank,
@@ -343,6 +392,9 @@ impl OfiTransport {
     /// Removes the addresses of lost peers once nothing is in flight to them, which lets the
     /// provider release its connection.
     pub(super) fn release_failed_addresses(&mut self) {
+        if self.tx.releasing.is_empty() {
+            return;
+        }
         let mut releasing = std::mem::take(&mut self.tx.releasing);
         releasing.retain(|rank| {
             let Some(peer) = self.peers.get_mut(rank) else {

@@ -72,8 +72,8 @@ fn poll(fds: &mut [PollFd<'_>], timeout: Option<Duration>) -> Result<(), Transpo
 }
 
 impl OfiTransport {
-    /// Whether a call would find frames or room without waiting.
-    fn has_work(&self) -> bool {
+    /// Whether frames are ready for `poll_recv` without reading the queue.
+    pub(super) fn has_work(&self) -> bool {
         !self.loopback.is_empty() || self.rx.has_ready()
     }
 
