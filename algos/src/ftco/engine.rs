@@ -108,6 +108,13 @@ pub struct Ftco {
     extra_down: RankSet,
     /// Member of the allreduce root set, or rank 0 of broadcast and reduce.
     at_top: bool,
+    /// Size of the allreduce root set in this rank's view (1 for broadcast and reduce).
+    root_count: u32,
+    /// The ACK timer fired and the expired deadlines are not all handled yet. Deadlines are
+    /// judged only then, never while handling a message: the answer a deadline waits for
+    /// may be the next frame of the same batch, or (in the simulator) queued behind this
+    /// rank's own sends, and both executors hand a rank its messages before its timers.
+    ack_timer_fired: bool,
     peers: BTreeMap<u32, Peer>,
     pieces: PieceSet,
     /// Element type and length every value must have (unknown at a broadcast's receivers).
@@ -153,6 +160,8 @@ impl Ftco {
             down: Vec::new(),
             extra_down: RankSet::default(),
             at_top: false,
+            root_count: 1,
+            ack_timer_fired: false,
             peers: BTreeMap::new(),
             pieces: PieceSet::default(),
             shape: None,
@@ -254,6 +263,7 @@ impl Ftco {
         down.dedup();
         self.down = down;
         self.at_top = self.view.at_top(self.me, &self.dead);
+        self.refresh_timeouts();
         let orphaned =
             self.config.collective != Collective::Allreduce && !self.at_top && self.up.is_empty();
         let needs_root = match self.config.collective {
@@ -265,11 +275,47 @@ impl Ftco {
         }
     }
 
+    /// f_timeout(me, x) in the current view.
+    fn timeout_for(&self, x: u32) -> Duration {
+        let base = self.config.detect_timeout;
+        self.view
+            .timeout_at_top(base, self.me, x, &self.dead, self.root_count)
+    }
+
+    /// Re-derives the root-set size and every peer's timeout after a death: a peer may have
+    /// joined the root set, and the root set's members answer more ranks.
+    fn refresh_timeouts(&mut self) {
+        if self.config.collective != Collective::Allreduce {
+            return;
+        }
+        let roots = if self.at_top {
+            self.up.len() as u32 + 1
+        } else {
+            self.view.root_set(&self.dead).len() as u32
+        };
+        self.root_count = roots;
+        let timeouts: Vec<(u32, Duration)> = self
+            .peers
+            .keys()
+            .map(|&x| (x, self.timeout_for(x)))
+            .collect();
+        for (x, timeout) in timeouts {
+            if let Some(peer) = self.peers.get_mut(&x) {
+                peer.timeout = timeout;
+            }
+        }
+    }
+
     fn peer(&mut self, x: u32) -> &mut Peer {
-        let (view, me, base) = (self.view, self.me, self.config.detect_timeout);
+        let (view, me) = (self.view, self.me);
+        let timeout = if self.peers.contains_key(&x) {
+            Duration(0)
+        } else {
+            self.timeout_for(x)
+        };
         self.peers.entry(x).or_insert_with(|| Peer {
             distance: view.distance(me, x),
-            timeout: view.timeout(base, me, x),
+            timeout,
             seq_sent: 0,
             seq_acked: 0,
             last_sent: None,
@@ -356,7 +402,6 @@ impl Ftco {
         let me = self.me;
         let peer = self.peer(x);
         peer.seq_sent += 1;
-        peer.last_sent = Some(now);
         peer.last_data_seq = peer.seq_sent;
         if result {
             peer.result_sent = true;
@@ -378,7 +423,20 @@ impl Ftco {
         .with_flags(flags);
         out.send_with_ranks(Rank(x), header, values.as_ref(), &trailer);
         self.counters.messages_sent += 1;
+        let departure = self.departure(now, out);
+        self.peer(x).last_sent = Some(departure);
         true
+    }
+
+    /// When the frame just queued leaves: after one send overhead for it and for each frame
+    /// queued before it in this step. The ACK timeout runs from there. A rank that sends its
+    /// result to 40 children at once sends the last one 40 overheads later; timing that one
+    /// from the first would take a leaf that answered at once for dead.
+    fn departure(&self, now: Time, out: &Outbox) -> Time {
+        let queued = out.send_count() as u64;
+        now.after(Duration(
+            self.config.costs.overhead.0.saturating_mul(queued),
+        ))
     }
 
     fn send_control(&mut self, x: u32, kind: FtcoKind, aux: u64, out: &mut Outbox) -> u32 {
@@ -734,16 +792,22 @@ impl Ftco {
     /// Alg. 4. Returns whether it changed anything.
     fn fault_tolerance(&mut self, service_distance: u32, now: Time, out: &mut Outbox) -> bool {
         // Skip failed ranks: an unacknowledged DATA or KEEPALIVE past its timeout.
-        let expired = self.peers.iter().find_map(|(&x, p)| {
-            let late = p.last_sent.is_some_and(|t| now >= t.after(p.timeout));
-            (p.outstanding() && late && self.should_handle(x, service_distance)).then_some(x)
-        });
+        let expired = self
+            .ack_timer_fired
+            .then(|| {
+                self.peers.iter().find_map(|(&x, p)| {
+                    let late = p.last_sent.is_some_and(|t| now >= t.after(p.timeout));
+                    (p.outstanding() && late && self.should_handle(x, service_distance))
+                        .then_some(x)
+                })
+            })
+            .flatten();
         if let Some(x) = expired {
             if self.peers.get(&x).is_some_and(|p| p.provisional) {
                 // It said it is alive and has not started: ask again rather than bury it.
                 self.peer(x).provisional = false;
                 self.send_control(x, FtcoKind::KeepAlive, 0, out);
-                self.peer(x).last_sent = Some(now);
+                self.peer(x).last_sent = Some(self.departure(now, out));
                 return true;
             }
             if self.mark_dead(x) {
@@ -774,7 +838,7 @@ impl Ftco {
         });
         if let Some((x, _)) = probe {
             self.send_control(x, FtcoKind::KeepAlive, 0, out);
-            self.peer(x).last_sent = Some(now);
+            self.peer(x).last_sent = Some(self.departure(now, out));
             return true;
         }
         false
@@ -802,6 +866,7 @@ impl Ftco {
                 || self.fault_tolerance(0, now, out);
             if !busy {
                 quiet = true;
+                self.ack_timer_fired = false;
                 break;
             }
         }
@@ -948,7 +1013,9 @@ impl Protocol for Ftco {
             Input::Start { data } => self.start(now, data, out),
             Input::Message { from, frame } => self.on_message(now, from, frame, out),
             Input::Timer { timer } => {
-                self.timers.take_expired(timer, now);
+                if self.timers.take_expired(timer, now) && timer == TIMER_ACK {
+                    self.ack_timer_fired = true;
+                }
                 self.progress(now, out);
             }
             Input::PeerFailed { peer } => {

@@ -743,3 +743,37 @@ fn notices_case(tree: Tree, crashes: &[(u32, u64, bool)]) {
     net.run(&one_hot(tree.size()));
     check_allreduce(&net).expect("consistent");
 }
+
+/// f_timeout towards a rank that replaced a dead allreduce root counts the root set in its
+/// degree: it answers every other member, not one parent. Its tree degree alone (a leaf: one
+/// base timeout per edge) let busy replacement roots be taken for dead at scale.
+#[test]
+fn a_rank_replacing_a_dead_root_times_out_by_the_root_sets_degree() {
+    use super::view::View;
+    use crate::rank::RankSet;
+    let tree = Tree::new(TreeShape::KNomial { k: 2 }, 64, 4).expect("valid tree");
+    let view = View {
+        tree,
+        collective: Collective::Allreduce,
+    };
+    let base = crate::Duration(40);
+    let kids: Vec<u32> = tree.children(Rank(1)).map(|c| c.0).collect();
+    let leaf = *kids
+        .iter()
+        .find(|&&c| tree.child_count(Rank(c)) == 0)
+        .expect("root 1 has a leaf child");
+    let a = *kids.iter().find(|&&c| c != leaf).expect("two children");
+    let tree_only = view.timeout(base, a, leaf);
+    assert_eq!(tree_only, crate::Duration(40 * 2));
+    // Nobody dead: `leaf` is a tree rank, and its tree timeout stands.
+    let none = RankSet::default();
+    assert_eq!(view.timeout_at_top(base, a, leaf, &none, 4), tree_only);
+    // Root 1 dead: its children join roots 0, 2 and 3 at the top.
+    let dead = RankSet::from_unsorted(vec![1]);
+    let roots = view.root_set(&dead).len() as u32;
+    assert_eq!(roots, 3 + kids.len() as u32);
+    assert_eq!(
+        view.timeout_at_top(base, a, leaf, &dead, roots),
+        crate::Duration(40 * u64::from(roots - 1))
+    );
+}

@@ -197,6 +197,29 @@ impl View {
         Duration(base.0.saturating_mul(distance).saturating_mul(degree))
     }
 
+    /// f_timeout(me, x) once `x` may have joined the allreduce root set: a member of the root
+    /// set answers every other member as well as its children, so its degree counts the
+    /// `roots - 1` other members where a tree rank counts its parent. Ranks that replace dead
+    /// roots are close in the tree (a dead root's children are siblings), and with the tree's
+    /// degree alone their timeout stays a few times the base while the exchange they joined
+    /// grows: a member busy with hundreds of peer roots is then taken for dead, and its
+    /// children join the exchange in turn.
+    pub fn timeout_at_top(
+        &self,
+        base: Duration,
+        me: u32,
+        x: u32,
+        dead: &RankSet,
+        roots: u32,
+    ) -> Duration {
+        let tree = self.timeout(base, me, x);
+        if !self.roots_are_peers() || !self.at_top(x, dead) {
+            return tree;
+        }
+        let degree = u64::from(self.child_count(x)) + u64::from(roots.saturating_sub(1).max(1));
+        tree.max(Duration(base.0.saturating_mul(degree)))
+    }
+
     /// The cost of one tree level in the LogP-like model: a message's latency plus the
     /// overheads of the widest node handling its children's messages and its own send.
     fn level_cost(&self, costs: LogP) -> u64 {
