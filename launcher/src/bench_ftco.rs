@@ -85,6 +85,8 @@ pub struct FaultRow {
 struct FtcoBenchJson {
     tree: String,
     detect_timeout: String,
+    /// Every message waits `detect_timeout` (ULFM style), not App. A's scaled f_timeout.
+    fixed_timeout: bool,
     table1: Vec<FaultRow>,
     fig6: Vec<FaultRow>,
 }
@@ -155,12 +157,15 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         bail!("bench ftco needs --repeat >= 1");
     }
     let shape = ftcoll_algos::ftco::parse_shape(&args.ftco_tree).map_err(anyhow::Error::msg)?;
-    let ftco_args = vec![
+    let mut ftco_args = vec![
         "--ftco-tree".to_string(),
         args.ftco_tree.clone(),
         "--detect-timeout".into(),
         args.detect_timeout.clone(),
     ];
+    if args.ftco_fixed_timeout {
+        ftco_args.push("--ftco-fixed-timeout".into());
+    }
     let mut table1 = Vec::new();
     for n in parse_sizes(&args.sizes, 8)? {
         let tree = Tree::new(shape, n, 1)?;
@@ -213,6 +218,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let result = FtcoBenchJson {
         tree: args.ftco_tree.clone(),
         detect_timeout: args.detect_timeout.clone(),
+        fixed_timeout: args.ftco_fixed_timeout,
         table1,
         fig6,
     };
@@ -227,8 +233,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 fn print_tables(result: &FtcoBenchJson) {
     let show = |v: Option<f64>| v.map_or("failed".to_string(), |v| format!("{:.0}", v));
     println!(
-        "004 Table 1 shape: FTCO allreduce with offline faults ({} tree, detection timeout {}); slowest survivor, median of runs, us",
-        result.tree, result.detect_timeout
+        "004 Table 1 shape: FTCO allreduce with offline faults ({} tree, {} detection timeout {}); slowest survivor, median of runs, us",
+        result.tree,
+        if result.fixed_timeout { "fixed" } else { "scaled" },
+        result.detect_timeout
     );
     println!(
         "{:>5}  {:>12}  {:>14}  {:>14}  {:>12}",

@@ -128,6 +128,9 @@ pub struct BenchArgs {
     /// Detection timeout of `ftco`.
     #[arg(long, default_value = "100ms")]
     pub detect_timeout: String,
+    /// `ftco` with one fixed timeout for every message (see `--ftco-fixed-timeout` of a job).
+    #[arg(long)]
+    pub ftco_fixed_timeout: bool,
     /// Ranks of `ftco`'s Fig. 6 comparison, comma-separated.
     #[arg(long, default_value = "8,16,32,64")]
     pub fig6_sizes: String,
@@ -210,6 +213,11 @@ pub struct RunArgs {
     /// Known bug: a root dying during the operation can then leave peer roots probing.
     #[arg(long)]
     pub ftco_notices: bool,
+    /// The ftco-* algorithms use the detection timeout itself for every message, as with
+    /// ULFM's fixed timeout (004's Table 1 ran so), instead of scaling it by the tree distance
+    /// and the destination's degree (004 App. A).
+    #[arg(long)]
+    pub ftco_fixed_timeout: bool,
     /// Gossip (ps .. pcf): push on a shared round clock instead of each rank's own
     /// (round-synchronous mode; hps and hpflc always are).
     #[arg(long)]

@@ -198,6 +198,7 @@ pub fn ftco_options(args: &RunArgs, sim: bool) -> anyhow::Result<FtcoOptions> {
         args.ftco_roots,
         args.detect_timeout.as_deref(),
         &args.service_distance,
+        args.ftco_fixed_timeout,
         sim,
     )
 }
@@ -208,6 +209,7 @@ pub fn ftco_options_from(
     roots: u32,
     detect_timeout: Option<&str>,
     service_distance: &str,
+    fixed_timeout: bool,
     sim: bool,
 ) -> anyhow::Result<FtcoOptions> {
     use ftcoll_algos::time::Duration as Ticks;
@@ -241,6 +243,7 @@ pub fn ftco_options_from(
         shape,
         roots,
         detect_timeout,
+        fixed_timeout,
         costs,
         service,
         ..defaults
@@ -540,6 +543,10 @@ pub fn builtin_spec(
         ]
         .into_iter()
         .chain(args.ftco_notices.then(|| "--ftco-notices".to_string()))
+        .chain(
+            args.ftco_fixed_timeout
+                .then(|| "--ftco-fixed-timeout".to_string()),
+        )
         .chain(console.then(|| "--paced".to_string()))
         .chain(gossip_rank_args(args))
         .collect(),

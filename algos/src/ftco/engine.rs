@@ -278,6 +278,9 @@ impl Ftco {
     /// f_timeout(me, x) in the current view.
     fn timeout_for(&self, x: u32) -> Duration {
         let base = self.config.detect_timeout;
+        if self.config.fixed_timeout {
+            return base;
+        }
         self.view
             .timeout_at_top(base, self.me, x, &self.dead, self.root_count)
     }
@@ -1087,6 +1090,10 @@ impl Protocol for Ftco {
 impl Ftco {
     pub(super) fn set_service_for_tests(&mut self, service: ServiceDistance) {
         self.config.service = service;
+    }
+
+    pub(super) fn timeout_for_tests(&self, x: u32) -> Duration {
+        self.timeout_for(x)
     }
 
     pub(super) fn draw_service_distance_for_tests(&mut self) -> u32 {

@@ -162,6 +162,9 @@ pub struct FtcoConfig {
     pub eta_slack: u32,
     /// Base of f_timeout: the timeout towards a neighbour of degree 1 at distance 1.
     pub detect_timeout: Duration,
+    /// Every per-message timeout is `detect_timeout` itself, as with ULFM's fixed timeout
+    /// (004's Table 1 ran so), instead of App. A's distance × degree scaling.
+    pub fixed_timeout: bool,
     /// The service-distance function.
     pub service: ServiceDistance,
     /// Ranks known dead before the operation: left out of the tree from the start.
@@ -188,6 +191,7 @@ impl FtcoConfig {
             },
             eta_slack: 2,
             detect_timeout: Duration(40),
+            fixed_timeout: false,
             service: ServiceDistance::Rsd { ratio: 0.5 },
             known_dead: Vec::new(),
             seed: 0,

@@ -19,6 +19,8 @@ pub struct FtcoOptions {
     /// Base of f_timeout, in the run's time unit (LogP steps in the simulator, nanoseconds on
     /// real ranks).
     pub detect_timeout: Duration,
+    /// Every per-message timeout is the detection timeout (see [`FtcoConfig::fixed_timeout`]).
+    pub fixed_timeout: bool,
     /// The costs f_ETA assumes, in the same unit.
     pub costs: LogP,
     /// Multiplier on the fault-free f_ETA before a waiting rank probes.
@@ -35,6 +37,7 @@ impl Default for FtcoOptions {
             shape: TreeShape::BINOMIAL,
             roots: 1,
             detect_timeout: Duration(40),
+            fixed_timeout: false,
             costs: LogP {
                 latency: Duration(10),
                 overhead: Duration(1),
@@ -66,6 +69,7 @@ impl FtcoOptions {
         config.costs = self.costs;
         config.eta_slack = self.eta_slack;
         config.detect_timeout = self.detect_timeout;
+        config.fixed_timeout = self.fixed_timeout;
         config.service = self.service;
         config.known_dead = known_dead;
         config.seed = seed;

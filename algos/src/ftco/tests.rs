@@ -777,3 +777,20 @@ fn a_rank_replacing_a_dead_root_times_out_by_the_root_sets_degree() {
         crate::Duration(40 * u64::from(roots - 1))
     );
 }
+
+/// `fixed_timeout` (ULFM style, as 004's Table 1 ran): every peer gets the base timeout,
+/// whatever its distance and degree; App. A scales it by both.
+#[test]
+fn a_fixed_timeout_ignores_distance_and_degree() {
+    let tree = Tree::new(TreeShape::KAry { k: 2 }, 15, 1).expect("valid tree");
+    let mut config = FtcoConfig::new(Rank(7), tree, Collective::Allreduce);
+    config.detect_timeout = crate::Duration(100);
+    let scaled = Ftco::new(config.clone());
+    // Rank 0 is three edges up from rank 7 and has two children (no parent).
+    assert_eq!(scaled.timeout_for_tests(0), crate::Duration(100 * 3 * 3));
+    config.fixed_timeout = true;
+    let fixed = Ftco::new(config);
+    for peer in [0, 1, 3, 8, 14] {
+        assert_eq!(fixed.timeout_for_tests(peer), crate::Duration(100));
+    }
+}

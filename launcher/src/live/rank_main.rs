@@ -78,6 +78,9 @@ pub struct RankArgs {
     /// The ftco-* algorithms also act on failure notices.
     #[arg(long)]
     pub ftco_notices: bool,
+    /// The ftco-* algorithms use one fixed timeout for every message.
+    #[arg(long)]
+    pub ftco_fixed_timeout: bool,
     /// Gossip: time between pushes.
     #[arg(long, default_value = "1ms")]
     pub gossip_period: String,
@@ -160,6 +163,7 @@ impl Collective {
                     args.ftco_roots,
                     Some(&args.detect_timeout),
                     &args.service_distance,
+                    args.ftco_fixed_timeout,
                     false,
                 )
                 .unwrap_or_default();
