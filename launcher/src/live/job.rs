@@ -26,6 +26,11 @@ mod remote;
 
 use crate::cluster::agent::WORKDIR_VAR;
 
+/// Benchmark timings kept per rank (80 MB at most).
+const MAX_TIMINGS_PER_RANK: usize = 10_000_000;
+/// Reads of an exited rank's control socket before judging its exit (half a control message
+/// each: 512 MB, more than its timings can fill).
+const MAX_EXIT_DRAIN_PASSES: usize = 1024;
 const LISTENER: Token = Token(0);
 const PIDFD_BASE: usize = 1;
 const CONN_BASE: usize = 1 << 32;
@@ -496,7 +501,7 @@ impl Loop {
                     self.reaped(poll, (t - PIDFD_BASE) as u32)?
                 }
                 Token(t) if t >= CONN_BASE => {
-                    self.conn_event(poll, t - CONN_BASE, event.is_readable())?
+                    self.conn_event(poll, t - CONN_BASE, event.is_readable())?;
                 }
                 _ => {}
             }
@@ -561,20 +566,26 @@ impl Loop {
         }
     }
 
-    fn conn_event(&mut self, poll: &mut Poll, index: usize, readable: bool) -> anyhow::Result<()> {
+    /// Serves connection `index`; returns how many bytes it read.
+    fn conn_event(
+        &mut self,
+        poll: &mut Poll,
+        index: usize,
+        readable: bool,
+    ) -> anyhow::Result<usize> {
         let shape = self.shape();
         let registered = &self.registered_pids;
         let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
-            return Ok(());
+            return Ok(0);
         };
         if let Err(refusal) = conn.flush() {
             self.close_conn(poll, index, refusal_reason(refusal));
-            return Ok(());
+            return Ok(0);
         }
         if !readable {
-            return Ok(());
+            return Ok(0);
         }
-        let (requests, closed) = conn.read(&self.secret, shape, registered);
+        let (requests, closed, read) = conn.read(&self.secret, shape, registered);
         if conn.wants_write() {
             // A welcome to a rank that just proved itself.
             self.dirty.push(index);
@@ -585,7 +596,7 @@ impl Loop {
         if let Some(refusal) = closed {
             self.close_conn(poll, index, refusal_reason(refusal));
         }
-        Ok(())
+        Ok(read)
     }
 
     fn handle(&mut self, conn: usize, request: Request) {
@@ -682,7 +693,12 @@ impl Loop {
                     events.push(ConsoleEvent::Sample(rank, sample));
                 }
             }
-            Request::Timings(rank, nanos) => self.ranks[rank as usize].timings = nanos,
+            Request::Timings(rank, nanos) => {
+                // A long loop's timings come in several messages, in order.
+                let timings = &mut self.ranks[rank as usize].timings;
+                let room = MAX_TIMINGS_PER_RANK.saturating_sub(timings.len());
+                timings.extend(nanos.into_iter().take(room));
+            }
             Request::Finished { rank, pss_kb } => {
                 let slot = &mut self.ranks[rank as usize];
                 slot.finished = true;
@@ -742,9 +758,15 @@ impl Loop {
     /// A child exited: record it, and if it had not finished, tell every survivor.
     fn reaped(&mut self, poll: &mut Poll, rank: u32) -> anyhow::Result<()> {
         // Its last messages may still sit in its control socket (the pidfd event can come
-        // first): read them before judging whether it finished.
-        if let Some(index) = self.ranks[rank as usize].conn {
-            self.conn_event(poll, index, true)?;
+        // first): read them before judging whether it finished. A pass reads at most half a
+        // control message; a dead rank's socket holds only what it wrote, so the passes end.
+        for _ in 0..MAX_EXIT_DRAIN_PASSES {
+            let Some(index) = self.ranks[rank as usize].conn else {
+                break;
+            };
+            if self.conn_event(poll, index, true)? == 0 {
+                break;
+            }
         }
         let slot = &mut self.ranks[rank as usize];
         if slot.exited {

@@ -173,15 +173,18 @@ impl Conn {
         secret: &[u8],
         shape: JobShape,
         registered: &BTreeMap<u32, u32>,
-    ) -> (Vec<Request>, Option<Refusal>) {
+    ) -> (Vec<Request>, Option<Refusal>, usize) {
         let mut requests = Vec::new();
+        let before = self.inbound.len();
         let closed = self.fill();
+        let read = self.inbound.len().saturating_sub(before);
         if let Err(refusal) = self.parse(secret, shape, registered, &mut requests) {
-            return (requests, Some(refusal));
+            return (requests, Some(refusal), read);
         }
-        (requests, closed)
+        (requests, closed, read)
     }
 
+    /// Reads what the socket holds, up to half a control message beyond what is buffered.
     fn fill(&mut self) -> Option<Refusal> {
         let mut chunk = [0u8; 8192];
         // Bounded: each read either fills the buffer towards its cap or ends the loop.

@@ -25,6 +25,8 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_PENDING_FAILURES: usize = 1 << 20;
 /// Bound on injected faults waiting for the executor (a console sends a few per second).
 const MAX_PENDING_INJECTIONS: usize = 256;
+/// Timings per control message: 8 bytes each, well inside [`MAX_CONTROL_BYTES`].
+const TIMINGS_PER_MESSAGE: usize = MAX_CONTROL_BYTES / 16;
 
 #[derive(Debug, Default)]
 struct State {
@@ -194,9 +196,15 @@ impl ControlClient {
         self.send(&ControlMsg::Unreachable { peer })
     }
 
-    /// Sends the per-operation times of a benchmark loop.
+    /// Sends the per-operation times of a benchmark loop, in messages that fit the control
+    /// plane's frame limit; the launcher appends them in order.
     pub fn timings(&self, nanos: Vec<u64>) -> Result<(), ControlError> {
-        self.send(&ControlMsg::Timings { nanos })
+        for chunk in nanos.chunks(TIMINGS_PER_MESSAGE) {
+            self.send(&ControlMsg::Timings {
+                nanos: chunk.to_vec(),
+            })?;
+        }
+        Ok(())
     }
 
     /// Whether the launcher asked for status samples (`FTCOLL_TELEMETRY_MS`).
