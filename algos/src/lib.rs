@@ -13,6 +13,7 @@
 
 pub mod bits;
 pub mod corrected;
+pub mod direct;
 pub mod era;
 pub mod ftco;
 pub mod gossip;

@@ -342,6 +342,15 @@ pub enum Detail {
         /// How many ranks' inputs the local value contains.
         contributions: u64,
     },
+    /// The direct-exchange allreduce.
+    DirectExchange {
+        /// Other ranks' inputs received.
+        inputs_received: u32,
+        /// Inputs folded into the result so far (in rank order, this rank's own included).
+        inputs_folded: u32,
+        /// Group size.
+        size: u32,
+    },
     /// Corrected-tree reduce, broadcast and allreduce.
     CorrectedTree {
         /// The allreduce attempt (root candidate index); 0 for reduce and broadcast.
@@ -444,6 +453,17 @@ pub trait Protocol {
             } => {
                 view.field("exchanges", format!("{steps_done} of {steps_total}"));
                 view.field("inputs combined", contributions);
+            }
+            Detail::DirectExchange {
+                inputs_received,
+                inputs_folded,
+                size,
+            } => {
+                view.field(
+                    "inputs received",
+                    format!("{inputs_received} of {}", size.saturating_sub(1)),
+                );
+                view.field("inputs folded", format!("{inputs_folded} of {size}"));
             }
             Detail::CorrectedTree {
                 attempt,

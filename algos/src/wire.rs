@@ -83,13 +83,15 @@ pub enum AlgoId {
     FtcoAllreduce = 15,
     /// Early Returning Agreement.
     Era = 16,
+    /// Direct-exchange allreduce.
+    Direct = 17,
 }
 
 impl AlgoId {
     /// Decodes the header byte.
     pub fn from_u8(code: u8) -> Option<AlgoId> {
         use AlgoId::*;
-        const ALL: [AlgoId; 16] = [
+        const ALL: [AlgoId; 17] = [
             Rdb,
             Ardb,
             PushSum,
@@ -106,6 +108,7 @@ impl AlgoId {
             FtcoReduce,
             FtcoAllreduce,
             Era,
+            Direct,
         ];
         ALL.iter().copied().find(|id| *id as u8 == code)
     }

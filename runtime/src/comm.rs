@@ -19,6 +19,7 @@ use ftcoll_algos::corrected::{
     AllreduceConfig, BcastConfig, CorrectedAllreduce, CorrectedBcast, CorrectedReduce, Correction,
     FailureInfo, ReduceConfig,
 };
+use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig};
 use ftcoll_algos::era::{AgreeError, AgreedValue, Era, EraConfig, EraTopology};
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
@@ -199,6 +200,9 @@ pub struct Communicator {
     /// Members (world ranks, increasing) after a shrink.
     members: Option<Vec<u32>>,
     era_topology: EraTopology,
+    /// Where a finished collective writes its result before it is copied into the caller's
+    /// vector: reused, so that a loop of small collectives does not allocate for it.
+    result_scratch: Vec<f64>,
 }
 
 /// A resolver of peers' data-plane addresses through the control plane (connected after the
@@ -304,6 +308,7 @@ impl Communicator {
             acked: RankSet::default(),
             members: None,
             era_topology,
+            result_scratch: Vec::new(),
         };
         // The agreement service exists from the start: peers' agreements may reach this rank
         // before it calls its first one.
@@ -519,13 +524,39 @@ impl Communicator {
         self.endpoint().failed().iter().copied().collect()
     }
 
-    /// Allreduce of `data` in place (recursive doubling). Fails with
-    /// [`CommError::PeerFailed`] when a rank fails during it: recursive doubling is not fault
-    /// tolerant; the fault-tolerant algorithms return the ranks they excluded instead.
+    /// Allreduce of `data` in place: a direct exchange for small groups and vectors (see
+    /// [`ftcoll_algos::direct`]), recursive doubling otherwise. Fails with
+    /// [`CommError::PeerFailed`] when a rank fails during it: neither is fault tolerant; the
+    /// fault-tolerant algorithms return the ranks they excluded instead.
     pub fn allreduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<Outcome, CommError> {
+        if prefer_direct(self.size(), std::mem::size_of_val(data)) {
+            self.allreduce_direct(data, op)
+        } else {
+            self.allreduce_rdb(data, op)
+        }
+    }
+
+    /// Allreduce of `data` in place by recursive doubling (000 Alg. 1), whatever the size.
+    pub fn allreduce_rdb(&mut self, data: &mut [f64], op: ReduceOp) -> Result<Outcome, CommError> {
         let op_id = OpId(self.ops + 1);
         let protocol = RecursiveDoubling::new(RdbConfig::exact(self.me(), self.size(), op, op_id));
         self.run_collective(protocol, data)
+    }
+
+    /// Allreduce of `data` in place by direct exchange: every rank sends its input to every
+    /// other, whatever the size (N(N − 1) messages).
+    pub fn allreduce_direct(
+        &mut self,
+        data: &mut [f64],
+        op: ReduceOp,
+    ) -> Result<Outcome, CommError> {
+        let config = DirectConfig {
+            rank: self.me(),
+            size: self.size(),
+            op,
+            op_id: OpId(self.ops + 1),
+        };
+        self.run_collective(DirectAllreduce::new(config), data)
     }
 
     /// Fault-tolerant allreduce by correction (001 Sec. 5): survives up to `options.tolerate`
@@ -631,33 +662,39 @@ impl Communicator {
     ) -> Result<Outcome, CommError> {
         let op_index = self.ops;
         self.ops += 1;
-        let (end, stats) = self.endpoint().run(
+        // One lock for the operation and the failures it ends with.
+        let mut endpoint = self.endpoint();
+        let (end, stats) = endpoint.run(
             &mut protocol,
             op_index,
             op_index + 1,
             ValuesRef::F64(data),
             self.op_timeout,
         )?;
+        let excluded: Vec<Rank> = endpoint.failed().iter().copied().map(Rank).collect();
+        drop(endpoint);
         match end {
             OpEnd::Completed => {
                 if protocol.has_result() {
-                    let mut result = Vec::with_capacity(data.len());
-                    protocol.estimate(&mut result);
+                    let result = &mut self.result_scratch;
+                    protocol.estimate(result);
                     if result.len() != data.len() {
                         return Err(CommError::Shape {
                             expected: data.len(),
                             got: result.len(),
                         });
                     }
-                    data.copy_from_slice(&result);
+                    data.copy_from_slice(result);
                 }
                 let mut outcome = Outcome {
-                    excluded: self.failed_ranks().into_iter().map(Rank).collect(),
+                    excluded,
                     messages: stats.sent,
                 };
                 inspect(&protocol, &mut outcome);
                 // What it still owes peers (late corrections) is served during later calls.
-                self.endpoint().linger(op_index + 1, Box::new(protocol));
+                if !(protocol.settled() && protocol.serve_until().is_none()) {
+                    self.endpoint().linger(op_index + 1, Box::new(protocol));
+                }
                 Ok(outcome)
             }
             OpEnd::Aborted => Err(CommError::PeerFailed {

@@ -7,6 +7,7 @@ use ftcoll_algos::corrected::{
     AllreduceConfig, BcastConfig, CorrectedAllreduce, CorrectedBcast, CorrectedReduce, Correction,
     FailureInfo, ReduceConfig,
 };
+use ftcoll_algos::direct::{DirectAllreduce, DirectConfig};
 use ftcoll_algos::era::{AgreedValue, EraConfig, EraRun, EraRunConfig, EraTopology};
 use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
 use ftcoll_algos::gossip::{Gossip, GossipConfig, Real, Rule, Schedule, StopRule};
@@ -27,6 +28,8 @@ pub enum Algorithm {
     Rdb,
     /// Approximate recursive doubling.
     Ardb,
+    /// Direct-exchange allreduce.
+    Direct,
     /// Push-Sum.
     Ps,
     /// Push-Flow.
@@ -59,9 +62,10 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// All algorithms, in the order of the table.
-    pub const ALL: [Algorithm; 16] = [
+    pub const ALL: [Algorithm; 17] = [
         Algorithm::Rdb,
         Algorithm::Ardb,
+        Algorithm::Direct,
         Algorithm::Ps,
         Algorithm::Pf,
         Algorithm::Pflc,
@@ -83,6 +87,7 @@ impl Algorithm {
         match self {
             Algorithm::Rdb => "rdb",
             Algorithm::Ardb => "ardb",
+            Algorithm::Direct => "direct",
             Algorithm::Ps => "ps",
             Algorithm::Pf => "pf",
             Algorithm::Pflc => "pflc",
@@ -107,6 +112,9 @@ impl Algorithm {
             Algorithm::Ardb => {
                 "approximate recursive doubling: stops at eps or after --steps (000 Sec. 6.3)"
             }
+            Algorithm::Direct => {
+                "direct-exchange allreduce: every rank sends its input to every other (the library's pick for small N)"
+            }
             Algorithm::Ps => "Push-Sum gossip (000 Alg. 2)",
             Algorithm::Pf => "Push-Flow gossip (000 Alg. 3)",
             Algorithm::Pflc => "Push-Flow with local correction (000 Alg. 4)",
@@ -130,6 +138,7 @@ impl Algorithm {
             self,
             Algorithm::Rdb
                 | Algorithm::Ardb
+                | Algorithm::Direct
                 | Algorithm::Ps
                 | Algorithm::Pf
                 | Algorithm::Pflc
@@ -406,7 +415,7 @@ impl JobSpec {
             }
         }
         match self.algo {
-            Algorithm::Rdb | Algorithm::Ardb => {
+            Algorithm::Rdb | Algorithm::Ardb | Algorithm::Direct => {
                 match self.topology {
                     None
                     | Some(Topology::FullyConnected { .. })
@@ -649,6 +658,16 @@ impl JobSpec {
             .collect()
     }
 
+    /// Rank `rank`'s direct-exchange allreduce.
+    pub fn direct(&self, rank: Rank, op_id: OpId) -> DirectAllreduce {
+        DirectAllreduce::new(DirectConfig {
+            rank,
+            size: self.n,
+            op: self.op,
+            op_id,
+        })
+    }
+
     /// Rank `rank`'s corrected reduce to rank 0.
     pub fn corrected_reduce(&self, rank: Rank, op_id: OpId) -> CorrectedReduce {
         let mut config = ReduceConfig::new(rank, self.n, self.op, op_id, self.tolerate, Rank(0));
@@ -740,6 +759,10 @@ pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError
                 .collect();
             run(config, ranks, inputs, spec)
         }
+        Algorithm::Direct => {
+            let ranks = (0..spec.n).map(|r| spec.direct(Rank(r), op_id)).collect();
+            run(config, ranks, inputs, spec)
+        }
         Algorithm::Ardb => {
             let ranks = (0..spec.n)
                 .map(|r| {
@@ -825,6 +848,11 @@ pub fn stepped_simulation(
         Algorithm::Rdb => boxed(
             (0..spec.n)
                 .map(|r| RecursiveDoubling::new(RdbConfig::exact(Rank(r), spec.n, spec.op, op_id)))
+                .collect(),
+        ),
+        Algorithm::Direct => boxed(
+            (0..spec.n)
+                .map(|r| spec.direct(Rank(r), op_id))
                 .collect(),
         ),
         Algorithm::CorrectedReduce => boxed(

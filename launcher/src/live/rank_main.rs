@@ -126,6 +126,8 @@ pub fn main(args: &RankArgs) -> ExitCode {
 #[derive(Clone, Copy, Debug)]
 enum Collective {
     Rdb,
+    /// The direct-exchange allreduce.
+    Direct,
     CorrectedAllreduce(CorrectedOptions),
     CorrectedReduce(CorrectedOptions),
     CorrectedBcast(CorrectedOptions),
@@ -152,6 +154,7 @@ impl Collective {
             "corrected-reduce" => Collective::CorrectedReduce(options),
             "corrected-bcast" => Collective::CorrectedBcast(options),
             "era-agree" => Collective::EraAgree,
+            "direct" => Collective::Direct,
             "ftco-bcast" | "ftco-reduce" | "ftco-allreduce" => {
                 let collective = match args.algo.as_str() {
                     "ftco-bcast" => FtcoCollective::Bcast,
@@ -195,7 +198,8 @@ impl Collective {
                 Some(call) => Ok((comm.gossip(data, op, call)?, true)),
                 None => Err(CommError::Config("gossip job without its options".into())),
             },
-            Collective::Rdb => Ok((comm.allreduce(data, op)?, true)),
+            Collective::Rdb => Ok((comm.allreduce_rdb(data, op)?, true)),
+            Collective::Direct => Ok((comm.allreduce_direct(data, op)?, true)),
             Collective::CorrectedAllreduce(o) => Ok((comm.corrected_allreduce(data, op, o)?, true)),
             Collective::CorrectedReduce(o) => {
                 Ok((comm.corrected_reduce(data, op, 0, o)?, root_only))
