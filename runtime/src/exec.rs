@@ -14,7 +14,10 @@ use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, TimerId, Tim
 use ftcoll_algos::wire::{AlgoId, Frame, FrameError};
 use ftcoll_algos::{Rank, Time, ValuesRef};
 
+mod spares;
 mod telemetry;
+
+use self::spares::Spares;
 
 pub use telemetry::is_final;
 
@@ -95,6 +98,10 @@ pub struct Endpoint<T: Transport> {
     /// Frames held for operations not started yet, by operation: (sender's world rank, frame).
     early: BTreeMap<u64, Vec<(Rank, Vec<u64>, usize)>>,
     early_count: usize,
+    /// Buffers of held frames and lists of them, kept for reuse: with more ranks than cores
+    /// most frames arrive before their operation starts, and allocating for each one showed.
+    spare_words: Spares<Vec<u64>>,
+    spare_lists: Spares<Vec<(Rank, Vec<u64>, usize)>>,
     /// The id the next operation gets at the earliest (one above the last one run): between
     /// operations, frames from it on are held for their operation.
     next_op_id: u64,
@@ -155,6 +162,8 @@ impl<T: Transport> Endpoint<T> {
             timers: BTreeMap::new(),
             early: BTreeMap::new(),
             early_count: 0,
+            spare_words: Spares::default(),
+            spare_lists: Spares::default(),
             next_op_id: 1,
             lingering: Vec::new(),
             era: Vec::new(),
@@ -459,7 +468,8 @@ impl<T: Transport> Endpoint<T> {
             );
             self.after_handle(&mut stats)?;
         }
-        for (world, words, len) in self.early.remove(&op_id).unwrap_or_default() {
+        let mut held = self.early.remove(&op_id).unwrap_or_default();
+        for (world, words, len) in held.drain(..) {
             self.early_count -= 1;
             // Held with the sender's world rank: the group may have changed since (a shrink
             // between the frame's arrival and its operation's start).
@@ -472,8 +482,10 @@ impl<T: Transport> Endpoint<T> {
             };
             let bytes: &[u8] = bytemuck::cast_slice(&words);
             self.deliver(protocol, Rank(from), &bytes[..len], op_id, &mut stats);
+            self.spare_words.recycle(words);
             self.after_handle(&mut stats)?;
         }
+        self.spare_lists.recycle(held);
         loop {
             if matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
                 let end = if protocol.phase() == Phase::Done {
@@ -577,6 +589,8 @@ impl<T: Transport> Endpoint<T> {
             me,
             early,
             early_count,
+            spare_words,
+            spare_lists,
             epoch,
             faults,
             lingering,
@@ -607,9 +621,7 @@ impl<T: Transport> Endpoint<T> {
                             }
                         }
                         None if ahead && era_early.len() < MAX_EARLY_FRAMES => {
-                            let mut words = vec![0u64; bytes.len().div_ceil(8)];
-                            bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()]
-                                .copy_from_slice(bytes);
+                            let words = spare_words.copy_of(bytes);
                             era_early.push((from, words, bytes.len()));
                         }
                         None => tracing::debug!(
@@ -637,9 +649,7 @@ impl<T: Transport> Endpoint<T> {
                     if (frame.header.op_id > op_id || !running && frame.header.op_id == op_id)
                         && *early_count < MAX_EARLY_FRAMES =>
                 {
-                    let mut words = vec![0u64; bytes.len().div_ceil(8)];
-                    bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()]
-                        .copy_from_slice(bytes);
+                    let words = spare_words.copy_of(bytes);
                     let local_from = Rank(Endpoint::<T>::local(group, from.0).unwrap_or(from.0));
                     // FTCO peers already in that operation need an ACK now (004 App. B).
                     if let Some(local_me) = Endpoint::<T>::local(group, me.0) {
@@ -652,7 +662,7 @@ impl<T: Transport> Endpoint<T> {
                     }
                     early
                         .entry(frame.header.op_id)
-                        .or_default()
+                        .or_insert_with(|| spare_lists.take())
                         .push((from, words, bytes.len()));
                     *early_count += 1;
                 }

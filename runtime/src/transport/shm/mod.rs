@@ -40,6 +40,10 @@ pub const DEFAULT_LANE_BYTES: u32 = 64 * 1024;
 const MAX_QUEUED_BYTES: usize = 256 << 20;
 /// How long a waiting rank yields its core before it sleeps on the futex.
 const YIELD_BUDGET: Duration = Duration::from_micros(100);
+/// Arrival checks between two clock reads while spinning.
+const SPIN_CHECKS_PER_CLOCK_READ: u32 = 64;
+/// Yields between two clock reads while waiting.
+const YIELDS_PER_CLOCK_READ: u32 = 8;
 /// Longest sleep while sends are queued: receivers free room without ringing senders.
 const QUEUED_SEND_RETRY: Duration = Duration::from_micros(200);
 
@@ -283,6 +287,19 @@ impl Transport for ShmTransport {
         if self.has_arrivals() || self.take_woken() {
             return Ok(());
         }
+        if timeout == Some(Duration::ZERO) {
+            return Ok(());
+        }
+        // With a core per rank the answer usually comes within a few hundred nanoseconds:
+        // look a few dozen times before reading the clock at all.
+        if !self.spin.is_zero() {
+            for _ in 0..SPIN_CHECKS_PER_CLOCK_READ {
+                if self.has_arrivals() || self.take_woken() {
+                    return Ok(());
+                }
+                std::hint::spin_loop();
+            }
+        }
         let start = Instant::now();
         let timeout = match (timeout, self.queued.is_empty()) {
             (Some(t), false) => Some(t.min(QUEUED_SEND_RETRY)),
@@ -291,25 +308,38 @@ impl Transport for ShmTransport {
         };
         let budget = |phase: Duration| start + phase.min(timeout.unwrap_or(phase));
         // Spin briefly: with a core per rank this keeps latency that of polling. The clock is
-        // read every 64 checks; arrivals are checked every time.
-        let spin_until = budget(self.spin);
-        let mut checks = 0u32;
-        while !checks.is_multiple_of(64) || Instant::now() < spin_until {
-            if self.has_arrivals() || self.take_woken() {
-                return Ok(());
+        // read every few dozen checks; arrivals are checked every time.
+        if !self.spin.is_zero() {
+            let spin_until = budget(self.spin);
+            let mut checks = 0u32;
+            while !checks.is_multiple_of(SPIN_CHECKS_PER_CLOCK_READ) || Instant::now() < spin_until
+            {
+                if self.has_arrivals() || self.take_woken() {
+                    return Ok(());
+                }
+                std::hint::spin_loop();
+                checks = checks.wrapping_add(1);
             }
-            std::hint::spin_loop();
-            checks = checks.wrapping_add(1);
         }
         // Then yield for a while: with more ranks than cores the peer we wait for is likely
         // runnable but descheduled, and yielding hands it our core without the cost of a futex
-        // sleep and wake-up. A rank that stays idle past this budget sleeps.
+        // sleep and wake-up (a wake-up across cores costs this machine ten times a yield). A
+        // rank that stays idle past this budget sleeps. Most waits end within a few yields, so
+        // the clock is read only every few.
         let yield_until = budget(self.spin + YIELD_BUDGET);
-        while Instant::now() < yield_until {
+        let mut yields = 0u32;
+        loop {
+            if yields.is_multiple_of(YIELDS_PER_CLOCK_READ)
+                && yields > 0
+                && Instant::now() >= yield_until
+            {
+                break;
+            }
+            std::thread::yield_now();
+            yields = yields.wrapping_add(1);
             if self.has_arrivals() || self.take_woken() {
                 return Ok(());
             }
-            std::thread::yield_now();
         }
         let doorbell = self.segment.doorbell(self.me);
         let sleeping = self.segment.sleeping(self.me);
