@@ -17,6 +17,8 @@ use serde::Serialize;
 use crate::cli::{BenchArgs, Cli};
 
 const MPI_SOURCE: &str = include_str!("../bench/mpi_allreduce.c");
+/// Most timed operations per size (each rank keeps one time per operation).
+const MAX_ITERS: u32 = 10_000_000;
 /// Longest one measurement may take before it is abandoned.
 const RUN_LIMIT: Duration = Duration::from_secs(180);
 
@@ -131,8 +133,24 @@ fn mpi_latency(lib: &MpiLibrary, binary: &Path, n: u32, iters: u32, warmup: u32)
     }
 }
 
+/// ftcoll's allreduce as `Communicator::allreduce` runs it: the library's pick for an 8-byte
+/// vector at `n` ranks.
 fn ftcoll_latency(n: u32, iters: u32, warmup: u32) -> anyhow::Result<Latency> {
-    ftcoll_run(&FtcollCase::rdb(), n, iters, warmup)
+    ftcoll_run(
+        &FtcollCase::plain("ftcoll", library_pick(n)),
+        n,
+        iters,
+        warmup,
+    )
+}
+
+/// The algorithm `Communicator::allreduce` runs for an 8-byte vector at `n` ranks.
+fn library_pick(n: u32) -> &'static str {
+    if ftcoll_algos::direct::prefer_direct(n, 8) {
+        "direct"
+    } else {
+        "rdb"
+    }
 }
 
 /// One ftcoll configuration to time.
@@ -165,10 +183,6 @@ impl FtcollCase {
             launcher_args: Vec::new(),
             rank_args: Vec::new(),
         }
-    }
-
-    fn rdb() -> FtcollCase {
-        FtcollCase::plain("ftcoll", "rdb")
     }
 }
 
@@ -291,14 +305,33 @@ pub fn parse_sizes(text: &str, min: u32) -> anyhow::Result<Vec<u32>> {
     Ok(sizes)
 }
 
+/// Parses `--mpi`: library names, or `none`.
+fn parse_mpi_list(text: &str) -> anyhow::Result<Vec<&'static str>> {
+    let mut wanted = Vec::new();
+    for name in text.split(',').map(str::trim) {
+        if name == "none" {
+            continue;
+        }
+        match LIBRARIES.iter().find(|lib| lib.name == name) {
+            Some(lib) => wanted.push(lib.name),
+            None => bail!("--mpi takes openmpi, mpich or none (comma-separated), not '{name}'"),
+        }
+    }
+    Ok(wanted)
+}
+
 /// Runs the comparison.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let sizes = parse_sizes(&args.sizes, 2)?;
+    let wanted = parse_mpi_list(&args.mpi)?;
+    if !(1..=MAX_ITERS).contains(&args.iters) {
+        bail!("--iters takes 1 to {MAX_ITERS} operations");
+    }
     let dir = tempdir()?;
     let source = dir.join("mpi_allreduce.c");
     std::fs::write(&source, MPI_SOURCE)?;
     let mut libraries = Vec::new();
-    for lib in &LIBRARIES {
+    for lib in LIBRARIES.iter().filter(|lib| wanted.contains(&lib.name)) {
         if !(on_path(lib.mpicc) && on_path(lib.mpirun)) {
             eprintln!(
                 "{} not installed ({} / {} not found); apt-get install {}",
@@ -347,13 +380,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 fn print_table(rows: &[Latency], sizes: &[u32]) {
     println!("8-byte allreduce, slowest rank per operation (us); ratio = ftcoll / fastest MPI");
     println!(
-        "{:>4}  {:>18}  {:>18}  {:>18}  {:>13}",
-        "n", "ftcoll med / p99", "openmpi med / p99", "mpich med / p99", "ratio (med)"
+        "{:>4}  {:>7}  {:>18}  {:>18}  {:>18}  {:>13}",
+        "n", "algo", "ftcoll med / p99", "openmpi med / p99", "mpich med / p99", "ratio (med)"
     );
     let cell = |implementation: &str, n: u32| {
         rows.iter()
             .find(|r| r.implementation == implementation && r.n == n)
-            .map_or("not installed".to_string(), |r| {
+            .map_or("not measured".to_string(), |r| {
                 match (r.median_us, r.p99_us) {
                     (Some(m), Some(p)) => format!("{m:.2} / {p:.2}"),
                     _ => "failed".to_string(),
@@ -377,8 +410,9 @@ fn print_table(rows: &[Latency], sizes: &[u32]) {
             _ => "-".to_string(),
         };
         println!(
-            "{:>4}  {:>18}  {:>18}  {:>18}  {:>13}",
+            "{:>4}  {:>7}  {:>18}  {:>18}  {:>18}  {:>13}",
             n,
+            library_pick(n),
             cell("ftcoll", n),
             cell("openmpi", n),
             cell("mpich", n),
@@ -401,7 +435,7 @@ pub fn run_corrected(args: &BenchArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for &n in &sizes {
         let cases = [
-            FtcollCase::rdb(),
+            FtcollCase::plain("ftcoll", "rdb"),
             FtcollCase {
                 tolerate: 1,
                 ..FtcollCase::plain("corrected f=1", "corrected-allreduce")

@@ -146,6 +146,10 @@ pub struct BenchArgs {
     /// `console`: seconds measured.
     #[arg(long, default_value_t = 10.0)]
     pub window_s: f64,
+    /// MPI libraries `allreduce` compares against, comma-separated (`openmpi`, `mpich`), or
+    /// `none` to time ftcoll alone.
+    #[arg(long, default_value = "openmpi,mpich")]
+    pub mpi: String,
     /// Write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
