@@ -65,11 +65,19 @@ pub fn push(lane: &Lane<'_>, from: u32, frame: &[u8]) -> bool {
     }
     let start = if pad > 0 { 0 } else { at };
     lane.write(start + RECORD_HEADER_BYTES, frame);
-    lane.header(start)
-        .store(header_word(frame.len() as u32, from), Ordering::Release);
+    let record = header_word(frame.len() as u32, from);
+    // The store that makes the record visible is a SeqCst swap: besides publishing, it orders
+    // the publish before the sender's later read of the receiver's `sleeping` flag (the
+    // doorbell's Dekker handshake: the receiver stores `sleeping`, then loads this header, both
+    // SeqCst). A plain release store could pass that read, and a receiver falling asleep at
+    // that moment would miss the record.
     if pad > 0 {
+        // The consumer meets the pad first: publishing it publishes the record behind it.
+        lane.header(start).store(record, Ordering::Release);
         lane.header(at)
-            .store(header_word(PAD, from), Ordering::Release);
+            .swap(header_word(PAD, from), Ordering::SeqCst);
+    } else {
+        lane.header(start).swap(record, Ordering::SeqCst);
     }
     lane.tail
         .store(tail + (pad + need) as u64, Ordering::Release);
@@ -133,7 +141,9 @@ pub fn drain(lane: &Lane<'_>, max: usize, handler: &mut dyn FnMut(u32, &[u8])) -
 pub fn has_records(lane: &Lane<'_>) -> bool {
     let head = lane.head.load(Ordering::Relaxed);
     let at = (head % lane.capacity as u64) as usize;
-    lane.header(at).load(Ordering::Acquire) & READY != 0
+    // SeqCst: the receiver's side of the doorbell handshake (see `push`); as cheap as acquire
+    // on x86.
+    lane.header(at).load(Ordering::SeqCst) & READY != 0
 }
 
 /// Makes a lane whose lease holder died usable again. The records it published stay for the
