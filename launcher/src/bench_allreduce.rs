@@ -133,15 +133,9 @@ fn mpi_latency(lib: &MpiLibrary, binary: &Path, n: u32, iters: u32, warmup: u32)
     }
 }
 
-/// ftcoll's allreduce as `Communicator::allreduce` runs it: the library's pick for an 8-byte
-/// vector at `n` ranks.
-fn ftcoll_latency(n: u32, iters: u32, warmup: u32) -> anyhow::Result<Latency> {
-    ftcoll_run(
-        &FtcollCase::plain("ftcoll", library_pick(n)),
-        n,
-        iters,
-        warmup,
-    )
+/// ftcoll's allreduce by `algo` at `n` ranks.
+fn ftcoll_latency(algo: &'static str, n: u32, iters: u32, warmup: u32) -> anyhow::Result<Latency> {
+    ftcoll_run(&FtcollCase::plain("ftcoll", algo), n, iters, warmup)
 }
 
 /// The algorithm `Communicator::allreduce` runs for an 8-byte vector at `n` ranks.
@@ -324,6 +318,12 @@ fn parse_mpi_list(text: &str) -> anyhow::Result<Vec<&'static str>> {
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let sizes = parse_sizes(&args.sizes, 2)?;
     let wanted = parse_mpi_list(&args.mpi)?;
+    let forced: Option<&'static str> = match args.allreduce_algo.as_deref() {
+        None => None,
+        Some("rdb") => Some("rdb"),
+        Some("direct") => Some("direct"),
+        Some(other) => bail!("bench allreduce --algo takes rdb or direct, not '{other}'"),
+    };
     if !(1..=MAX_ITERS).contains(&args.iters) {
         bail!("--iters takes 1 to {MAX_ITERS} operations");
     }
@@ -362,14 +362,15 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for &n in &sizes {
         eprintln!("n = {n}: ftcoll");
-        rows.push(ftcoll_latency(n, args.iters, args.warmup)?);
+        let algo = forced.unwrap_or_else(|| library_pick(n));
+        rows.push(ftcoll_latency(algo, n, args.iters, args.warmup)?);
         for (lib, binary) in &libraries {
             eprintln!("n = {n}: {}", lib.name);
             rows.push(mpi_latency(lib, binary, n, args.iters, args.warmup));
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    print_table(&rows, &sizes);
+    print_table(&rows, &sizes, forced);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -377,7 +378,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_table(rows: &[Latency], sizes: &[u32]) {
+fn print_table(rows: &[Latency], sizes: &[u32], forced: Option<&str>) {
     println!("8-byte allreduce, slowest rank per operation (us); ratio = ftcoll / fastest MPI");
     println!(
         "{:>4}  {:>7}  {:>18}  {:>18}  {:>18}  {:>13}",
@@ -412,7 +413,7 @@ fn print_table(rows: &[Latency], sizes: &[u32]) {
         println!(
             "{:>4}  {:>7}  {:>18}  {:>18}  {:>18}  {:>13}",
             n,
-            library_pick(n),
+            forced.unwrap_or_else(|| library_pick(n)),
             cell("ftcoll", n),
             cell("openmpi", n),
             cell("mpich", n),

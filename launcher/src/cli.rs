@@ -146,6 +146,10 @@ pub struct BenchArgs {
     /// `console`: seconds measured.
     #[arg(long, default_value_t = 10.0)]
     pub window_s: f64,
+    /// ftcoll's algorithm in `allreduce` (`rdb` or `direct`); default: what
+    /// `Communicator::allreduce` picks at each size.
+    #[arg(long = "algo")]
+    pub allreduce_algo: Option<String>,
     /// MPI libraries `allreduce` compares against, comma-separated (`openmpi`, `mpich`), or
     /// `none` to time ftcoll alone.
     #[arg(long, default_value = "openmpi,mpich")]
