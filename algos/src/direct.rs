@@ -37,9 +37,10 @@ pub const DIRECT_MAX_BYTES: usize = 256;
 const KIND_INPUT: u8 = 1;
 
 /// Whether the library's allreduce should run `size` ranks reducing `bytes` bytes as a direct
-/// exchange rather than by recursive doubling.
+/// exchange rather than by recursive doubling. At two ranks both are the same single exchange,
+/// and recursive doubling keeps less state.
 pub fn prefer_direct(size: u32, bytes: usize) -> bool {
-    size <= DIRECT_MAX_RANKS && bytes <= DIRECT_MAX_BYTES
+    (3..=DIRECT_MAX_RANKS).contains(&size) && bytes <= DIRECT_MAX_BYTES
 }
 
 /// Configuration of one direct-exchange instance.
@@ -328,6 +329,11 @@ impl Protocol for DirectAllreduce {
 
     fn phase(&self) -> Phase {
         self.phase
+    }
+
+    fn reads_clock(&self) -> bool {
+        // No timers; a lost message is the driver's time limit to catch.
+        false
     }
 
     fn status(&self) -> RankStatus {

@@ -414,6 +414,13 @@ pub trait Protocol {
         self.phase() == Phase::Done
     }
 
+    /// Whether the instance looks at the time it is given. A protocol that never arms a timer
+    /// and whose every transition ignores `now` says false; a real-time driver may then hand it
+    /// the last time it read instead of reading the clock on the latency path.
+    fn reads_clock(&self) -> bool {
+        true
+    }
+
     /// A snapshot for monitors.
     fn status(&self) -> RankStatus;
 
@@ -520,6 +527,10 @@ impl<P: Protocol + ?Sized> Protocol for Box<P> {
 
     fn has_result(&self) -> bool {
         (**self).has_result()
+    }
+
+    fn reads_clock(&self) -> bool {
+        (**self).reads_clock()
     }
 
     fn status(&self) -> RankStatus {

@@ -530,6 +530,11 @@ impl Protocol for RecursiveDoubling {
         self.phase
     }
 
+    fn reads_clock(&self) -> bool {
+        // No timers; a lost message is the driver's time limit to catch.
+        false
+    }
+
     fn status(&self) -> RankStatus {
         RankStatus {
             phase: self.phase,

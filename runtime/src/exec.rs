@@ -90,6 +90,8 @@ pub struct Endpoint<T: Transport> {
     control: std::sync::Arc<ControlClient>,
     me: Rank,
     epoch: Instant,
+    /// The last time read from the clock, handed to protocols that ignore time.
+    last_now: std::cell::Cell<Time>,
     failed: BTreeSet<u32>,
     faults: RankFaults,
     outbox: Outbox,
@@ -156,6 +158,7 @@ impl<T: Transport> Endpoint<T> {
             control,
             me,
             epoch: Instant::now(),
+            last_now: std::cell::Cell::new(Time::ZERO),
             failed: BTreeSet::new(),
             faults,
             outbox: Outbox::new(),
@@ -202,7 +205,9 @@ impl<T: Transport> Endpoint<T> {
     }
 
     fn now(&self) -> Time {
-        Time(self.epoch.elapsed().as_nanos() as u64)
+        let now = Time(self.epoch.elapsed().as_nanos() as u64);
+        self.last_now.set(now);
+        now
     }
 
     /// Takes new failure notices; returns the newly failed ranks.
@@ -388,7 +393,7 @@ impl<T: Transport> Endpoint<T> {
         }
         self.after_handle(stats)?;
         let next = self.next_op_id;
-        progressed |= self.receive(&mut BetweenOperations, next, false, stats)? > 0;
+        progressed |= self.receive(&mut BetweenOperations, next, false, true, stats)? > 0;
         self.transport.progress()?;
         Ok(progressed)
     }
@@ -446,14 +451,22 @@ impl<T: Transport> Endpoint<T> {
         if self.is_revoked() {
             return Ok((OpEnd::Revoked, stats));
         }
-        // One clock read serves the deadline and the protocol's start time.
-        let begun = Instant::now();
-        let deadline = begun + limit;
+        // A protocol that ignores time gets the last time read, and the operation's deadline is
+        // set at the first clock read the loop needs (the first deadline check or sleep): a
+        // polling rank's short operation then reads the clock once.
+        let timed = protocol.reads_clock();
+        let mut deadline: Option<Instant> = None;
         let mut turns: u32 = 0;
         for rank in self.absorb_failures() {
             self.notify_lingering(rank, &mut stats)?;
         }
-        let start = Time(begun.saturating_duration_since(self.epoch).as_nanos() as u64);
+        let start = if timed {
+            let begun = Instant::now();
+            deadline = Some(begun + limit);
+            Time(begun.saturating_duration_since(self.epoch).as_nanos() as u64)
+        } else {
+            self.last_now.get()
+        };
         protocol.handle(start, Input::Start { data: input }, &mut self.outbox);
         self.after_handle(&mut stats)?;
         // Failures known before the operation are inputs like any other.
@@ -495,14 +508,17 @@ impl<T: Transport> Endpoint<T> {
                 };
                 self.remember_final(protocol);
                 // Let queued sends finish: peers need them even though we are done.
-                self.drain_sends(deadline)?;
+                self.drain_sends(deadline, limit)?;
                 return Ok((end, stats));
             }
             // The loop is the latency path of every collective: the clock is read every few
             // turns, and always before sleeping.
             turns = turns.wrapping_add(1);
-            if turns.is_multiple_of(DEADLINE_CHECK_TURNS) && Instant::now() >= deadline {
-                return Ok((OpEnd::TimedOut, stats));
+            if turns.is_multiple_of(DEADLINE_CHECK_TURNS) {
+                let now = Instant::now();
+                if now >= *deadline.get_or_insert(now + limit) {
+                    return Ok((OpEnd::TimedOut, stats));
+                }
             }
             let mut progressed = false;
             if self.telemetry_on {
@@ -515,7 +531,7 @@ impl<T: Transport> Endpoint<T> {
                 // Data first: whatever a dead rank published before it died is already visible
                 // (its publish happened before the launcher reaped it and told us), and a
                 // collective that can complete with it should.
-                progressed |= self.receive(protocol, op_id, true, &mut stats)? > 0;
+                progressed |= self.receive(protocol, op_id, true, timed, &mut stats)? > 0;
                 for world in self.absorb_failures() {
                     if let Some(rank) = Endpoint::<T>::local(&self.group, world) {
                         protocol.handle(
@@ -538,7 +554,7 @@ impl<T: Transport> Endpoint<T> {
                     self.after_handle(&mut stats)?;
                 }
             }
-            progressed |= self.receive(protocol, op_id, true, &mut stats)? > 0;
+            progressed |= self.receive(protocol, op_id, true, timed, &mut stats)? > 0;
             if self.revoke_watch.is_some() && self.is_revoked() {
                 return Ok((OpEnd::Revoked, stats));
             }
@@ -557,17 +573,23 @@ impl<T: Transport> Endpoint<T> {
             }
             self.transport.progress()?;
             if !progressed && !matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
-                let next_timer = self
-                    .timers
-                    .keys()
-                    .next()
-                    .map(|(t, _)| Duration::from_nanos(t.0.saturating_sub(self.now().0)));
-                let until_deadline = deadline.saturating_duration_since(Instant::now());
-                if until_deadline.is_zero() {
-                    return Ok((OpEnd::TimedOut, stats));
+                let op_deadline = match deadline {
+                    Some(at) => at,
+                    None => *deadline.insert(Instant::now() + limit),
+                };
+                if self.timers.is_empty() {
+                    // The transport reads the clock only if nothing arrives at once.
+                    self.transport.wait_until(op_deadline)?;
+                } else {
+                    let next_timer = self
+                        .timers
+                        .keys()
+                        .next()
+                        .map(|(t, _)| Duration::from_nanos(t.0.saturating_sub(self.now().0)));
+                    let until_deadline = op_deadline.saturating_duration_since(Instant::now());
+                    let timeout = next_timer.map_or(until_deadline, |t| t.min(until_deadline));
+                    self.transport.wait(Some(timeout))?;
                 }
-                let timeout = next_timer.map_or(until_deadline, |t| t.min(until_deadline));
-                self.transport.wait(Some(timeout))?;
             }
         }
     }
@@ -580,8 +602,12 @@ impl<T: Transport> Endpoint<T> {
         protocol: &mut P,
         op_id: u64,
         running: bool,
+        clock: bool,
         stats: &mut OpStats,
     ) -> Result<usize, ExecError> {
+        // Without a protocol that reads the time, a lingering one or a planned slowdown, frames
+        // are handled at the last time read.
+        let clock = clock || !self.lingering.is_empty() || self.faults.has_slowdown();
         // Split borrows: the transport lends the bytes while the protocol and outbox take them.
         let Endpoint {
             transport,
@@ -592,6 +618,7 @@ impl<T: Transport> Endpoint<T> {
             spare_words,
             spare_lists,
             epoch,
+            last_now,
             faults,
             lingering,
             era,
@@ -606,8 +633,13 @@ impl<T: Transport> Endpoint<T> {
         transport.poll_recv(RECV_BATCH, &mut |from, bytes| {
             handled += 1;
             let (now, slow) = *batch_time.get_or_insert_with(|| {
+                if !clock {
+                    return (last_now.get(), None);
+                }
                 let elapsed = epoch.elapsed();
-                (Time(elapsed.as_nanos() as u64), faults.slowdown(elapsed))
+                let now = Time(elapsed.as_nanos() as u64);
+                last_now.set(now);
+                (now, faults.slowdown(elapsed))
             });
             match Frame::decode(bytes) {
                 Ok(frame) if frame.header.algo == AlgoId::Era as u8 && !era.is_empty() => {
@@ -743,7 +775,7 @@ impl<T: Transport> Endpoint<T> {
                 self.notify_lingering(rank, &mut stats)?;
             }
             let next = next_op_id.max(self.next_op_id);
-            let handled = self.receive(&mut BetweenOperations, next, false, &mut stats)?;
+            let handled = self.receive(&mut BetweenOperations, next, false, true, &mut stats)?;
             self.transport.progress()?;
             if handled == 0 {
                 self.transport.wait(Some(Duration::from_millis(1)))?;
@@ -836,7 +868,11 @@ impl<T: Transport> Endpoint<T> {
     }
 
     /// Waits (bounded) until queued sends have left.
-    fn drain_sends(&mut self, deadline: Instant) -> Result<(), ExecError> {
+    fn drain_sends(&mut self, deadline: Option<Instant>, limit: Duration) -> Result<(), ExecError> {
+        if self.transport.progress()? == 0 {
+            return Ok(());
+        }
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + limit);
         while self.transport.progress()? > 0 && Instant::now() < deadline {
             self.absorb_failures();
             self.transport.wait(Some(Duration::from_millis(1)))?;

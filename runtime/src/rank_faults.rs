@@ -197,6 +197,11 @@ impl RankFaults {
             .and_then(|(delay, from)| (elapsed >= from && !delay.is_zero()).then_some(delay))
     }
 
+    /// Whether a slowdown is planned (it starts at a time).
+    pub fn has_slowdown(&self) -> bool {
+        self.slow.is_some()
+    }
+
     /// Whether outgoing messages depend on the time (cuts or flips that start later).
     pub fn time_sensitive(&self) -> bool {
         self.cut.iter().any(|&(_, from)| !from.is_zero())

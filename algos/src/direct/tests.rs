@@ -247,7 +247,8 @@ fn a_flip_of_the_unfolded_input_reaches_the_result() {
 
 #[test]
 fn the_library_picks_direct_only_for_small_groups_and_vectors() {
-    assert!(prefer_direct(2, 8));
+    assert!(!prefer_direct(2, 8));
+    assert!(prefer_direct(3, 8));
     assert!(prefer_direct(DIRECT_MAX_RANKS, DIRECT_MAX_BYTES));
     assert!(!prefer_direct(DIRECT_MAX_RANKS + 1, 8));
     assert!(!prefer_direct(4, DIRECT_MAX_BYTES + 1));

@@ -76,6 +76,9 @@ impl Transport for Backend {
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
         each!(self, t => t.wait(timeout))
     }
+    fn wait_until(&mut self, deadline: std::time::Instant) -> Result<(), TransportError> {
+        each!(self, t => t.wait_until(deadline))
+    }
     fn waker(&self) -> Waker {
         each!(self, t => t.waker())
     }

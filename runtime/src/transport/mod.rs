@@ -410,6 +410,14 @@ pub trait Transport {
     /// or `timeout` passes. Spurious returns are allowed.
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), TransportError>;
 
+    /// [`Transport::wait`] until `deadline`. A transport that can look for arrivals before it
+    /// reads the clock overrides it: most waits of a polling rank end before any clock read.
+    fn wait_until(&mut self, deadline: std::time::Instant) -> Result<(), TransportError> {
+        self.wait(Some(
+            deadline.saturating_duration_since(std::time::Instant::now()),
+        ))
+    }
+
     /// A handle that wakes [`Transport::wait`] from another thread.
     fn waker(&self) -> Waker;
 

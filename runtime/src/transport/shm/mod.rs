@@ -130,10 +130,11 @@ impl ShmTransport {
     /// Tells `to` that it has mail, waking it if it sleeps.
     ///
     /// The doorbell is touched only when the receiver says it sleeps, so a polling receiver's
-    /// doorbell line never crosses cores. No wake-up is lost: every publish ends with a SeqCst
-    /// swap (see `ring::push`), which orders it before our read of `sleeping`, and the receiver
-    /// sets `sleeping` (SeqCst) before it checks for arrivals and reads the doorbell value it
-    /// waits on; either it sees our records, or we see it sleeping and bump the value it waits on.
+    /// doorbell line never crosses cores. No wake-up is lost: every publish is a SeqCst swap
+    /// (see `ring::push`), which orders it before our read of `sleeping`, and the receiver
+    /// sets `sleeping` (SeqCst) before it checks for arrivals (SeqCst loads) and reads the
+    /// doorbell value it waits on; either it sees our records, or we see it sleeping and bump
+    /// the value it waits on.
     fn ring_doorbell(&self, to: u32) {
         if self.segment.sleeping(to).load(Ordering::SeqCst) != 0 {
             self.segment.doorbell(to).fetch_add(1, Ordering::SeqCst);
@@ -188,6 +189,107 @@ impl ShmTransport {
             active &= active - 1;
         }
         false
+    }
+
+    /// Looks for arrivals without reading the clock: once, then (when this rank may spin) a few
+    /// dozen times, which is how long an answer takes with a core per rank.
+    fn quick_look(&self) -> bool {
+        if self.has_arrivals() || self.take_woken() {
+            return true;
+        }
+        if !self.spin.is_zero() {
+            for _ in 0..SPIN_CHECKS_PER_CLOCK_READ {
+                if self.has_arrivals() || self.take_woken() {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        false
+    }
+
+    /// Spins, yields, then sleeps on the doorbell, for at most `timeout` from now.
+    fn wait_after_look(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
+        if timeout == Some(Duration::ZERO) {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let timeout = match (timeout, self.queued.is_empty()) {
+            (Some(t), false) => Some(t.min(QUEUED_SEND_RETRY)),
+            (None, false) => Some(QUEUED_SEND_RETRY),
+            (t, true) => t,
+        };
+        let budget = |phase: Duration| start + phase.min(timeout.unwrap_or(phase));
+        // Spin briefly: with a core per rank this keeps latency that of polling. The clock is
+        // read every few dozen checks; arrivals are checked every time.
+        if !self.spin.is_zero() {
+            let spin_until = budget(self.spin);
+            let mut checks = 0u32;
+            while !checks.is_multiple_of(SPIN_CHECKS_PER_CLOCK_READ) || Instant::now() < spin_until
+            {
+                if self.has_arrivals() || self.take_woken() {
+                    return Ok(());
+                }
+                std::hint::spin_loop();
+                checks = checks.wrapping_add(1);
+            }
+        }
+        // Then yield for a while: with more ranks than cores the peer we wait for is likely
+        // runnable but descheduled, and yielding hands it our core without the cost of a futex
+        // sleep and wake-up (a wake-up across cores costs this machine ten times a yield). A
+        // rank that stays idle past this budget sleeps. Most waits end within a few yields, so
+        // the clock is read only every few.
+        let yield_until = budget(self.spin + YIELD_BUDGET);
+        let mut yields = 0u32;
+        loop {
+            if yields.is_multiple_of(YIELDS_PER_CLOCK_READ)
+                && yields > 0
+                && Instant::now() >= yield_until
+            {
+                break;
+            }
+            std::thread::yield_now();
+            yields = yields.wrapping_add(1);
+            if self.has_arrivals() || self.take_woken() {
+                return Ok(());
+            }
+        }
+        let doorbell = self.segment.doorbell(self.me);
+        let sleeping = self.segment.sleeping(self.me);
+        // The order matters: announce the sleep, read the value to sleep on, then look once
+        // more. A sender that published before our look is seen by it; one after sees
+        // `sleeping` and bumps the doorbell past `seen`. The waker sets `woken` before it bumps,
+        // so a wake-up before `seen` was read is seen by the look, one after ends the sleep.
+        sleeping.store(1, Ordering::SeqCst);
+        let seen = doorbell.load(Ordering::SeqCst);
+        if self.has_arrivals() || self.take_woken() {
+            sleeping.store(0, Ordering::SeqCst);
+            return Ok(());
+        }
+        let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
+        let timespec = remaining.map(|d| rustix::time::Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: i64::from(d.subsec_nanos()),
+        });
+        if remaining != Some(Duration::ZERO) {
+            // Returns at once if a sender rang after `seen` was read: no lost wake-up.
+            match futex::wait(doorbell, futex::Flags::empty(), seen, timespec.as_ref()) {
+                Ok(()) => {}
+                Err(e)
+                    if e == rustix::io::Errno::AGAIN
+                        || e == rustix::io::Errno::TIMEDOUT
+                        || e == rustix::io::Errno::INTR => {}
+                Err(e) => {
+                    sleeping.store(0, Ordering::SeqCst);
+                    return Err(TransportError::io(
+                        "waiting on the inbox doorbell",
+                        e.into(),
+                    ));
+                }
+            }
+        }
+        sleeping.store(0, Ordering::SeqCst);
+        Ok(())
     }
 }
 
@@ -284,99 +386,17 @@ impl Transport for ShmTransport {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
-        if self.has_arrivals() || self.take_woken() {
+        if timeout == Some(Duration::ZERO) || self.quick_look() {
             return Ok(());
         }
-        if timeout == Some(Duration::ZERO) {
+        self.wait_after_look(timeout)
+    }
+
+    fn wait_until(&mut self, deadline: Instant) -> Result<(), TransportError> {
+        if self.quick_look() {
             return Ok(());
         }
-        // With a core per rank the answer usually comes within a few hundred nanoseconds:
-        // look a few dozen times before reading the clock at all.
-        if !self.spin.is_zero() {
-            for _ in 0..SPIN_CHECKS_PER_CLOCK_READ {
-                if self.has_arrivals() || self.take_woken() {
-                    return Ok(());
-                }
-                std::hint::spin_loop();
-            }
-        }
-        let start = Instant::now();
-        let timeout = match (timeout, self.queued.is_empty()) {
-            (Some(t), false) => Some(t.min(QUEUED_SEND_RETRY)),
-            (None, false) => Some(QUEUED_SEND_RETRY),
-            (t, true) => t,
-        };
-        let budget = |phase: Duration| start + phase.min(timeout.unwrap_or(phase));
-        // Spin briefly: with a core per rank this keeps latency that of polling. The clock is
-        // read every few dozen checks; arrivals are checked every time.
-        if !self.spin.is_zero() {
-            let spin_until = budget(self.spin);
-            let mut checks = 0u32;
-            while !checks.is_multiple_of(SPIN_CHECKS_PER_CLOCK_READ) || Instant::now() < spin_until
-            {
-                if self.has_arrivals() || self.take_woken() {
-                    return Ok(());
-                }
-                std::hint::spin_loop();
-                checks = checks.wrapping_add(1);
-            }
-        }
-        // Then yield for a while: with more ranks than cores the peer we wait for is likely
-        // runnable but descheduled, and yielding hands it our core without the cost of a futex
-        // sleep and wake-up (a wake-up across cores costs this machine ten times a yield). A
-        // rank that stays idle past this budget sleeps. Most waits end within a few yields, so
-        // the clock is read only every few.
-        let yield_until = budget(self.spin + YIELD_BUDGET);
-        let mut yields = 0u32;
-        loop {
-            if yields.is_multiple_of(YIELDS_PER_CLOCK_READ)
-                && yields > 0
-                && Instant::now() >= yield_until
-            {
-                break;
-            }
-            std::thread::yield_now();
-            yields = yields.wrapping_add(1);
-            if self.has_arrivals() || self.take_woken() {
-                return Ok(());
-            }
-        }
-        let doorbell = self.segment.doorbell(self.me);
-        let sleeping = self.segment.sleeping(self.me);
-        // The order matters: announce the sleep, read the value to sleep on, then look once
-        // more. A sender that published before our look is seen by it; one after sees
-        // `sleeping` and bumps the doorbell past `seen`. The waker sets `woken` before it bumps,
-        // so a wake-up before `seen` was read is seen by the look, one after ends the sleep.
-        sleeping.store(1, Ordering::SeqCst);
-        let seen = doorbell.load(Ordering::SeqCst);
-        if self.has_arrivals() || self.take_woken() {
-            sleeping.store(0, Ordering::SeqCst);
-            return Ok(());
-        }
-        let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
-        let timespec = remaining.map(|d| rustix::time::Timespec {
-            tv_sec: d.as_secs() as i64,
-            tv_nsec: i64::from(d.subsec_nanos()),
-        });
-        if remaining != Some(Duration::ZERO) {
-            // Returns at once if a sender rang after `seen` was read: no lost wake-up.
-            match futex::wait(doorbell, futex::Flags::empty(), seen, timespec.as_ref()) {
-                Ok(()) => {}
-                Err(e)
-                    if e == rustix::io::Errno::AGAIN
-                        || e == rustix::io::Errno::TIMEDOUT
-                        || e == rustix::io::Errno::INTR => {}
-                Err(e) => {
-                    sleeping.store(0, Ordering::SeqCst);
-                    return Err(TransportError::io(
-                        "waiting on the inbox doorbell",
-                        e.into(),
-                    ));
-                }
-            }
-        }
-        sleeping.store(0, Ordering::SeqCst);
-        Ok(())
+        self.wait_after_look(Some(deadline.saturating_duration_since(Instant::now())))
     }
 
     fn waker(&self) -> Waker {
