@@ -89,12 +89,14 @@ fn a_rank_killed_mid_loop_is_reported_to_survivors_in_bounded_time() {
     let _job = serialize();
     // A different victim on every run of the suite; the report says which.
     let victim = std::process::id() % 16;
-    for transport in ["shm", "tcp"] {
+    for (algo, transport) in [("rdb", "shm"), ("rdb", "tcp"), ("direct", "shm")] {
         let started = Instant::now();
         let (out, json) = run_job(
             &[
                 "-n",
                 "16",
+                "--algo",
+                algo,
                 "--input",
                 "int",
                 "--ops",
@@ -105,7 +107,7 @@ fn a_rank_killed_mid_loop_is_reported_to_survivors_in_bounded_time() {
                 "--fault",
                 &format!("kill:rank={victim},at=150ms"),
             ],
-            &format!("kill-{transport}.json"),
+            &format!("kill-{algo}-{transport}.json"),
         );
         assert!(started.elapsed() < Duration::from_secs(30), "{transport}");
         assert!(
