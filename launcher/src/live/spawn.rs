@@ -27,6 +27,9 @@ pub struct JobEnv {
     pub heartbeat_ms: u64,
     /// Spin budget in µs.
     pub spin_us: u64,
+    /// Pin each rank to a core (`FTCOLL_BIND=core`), set when ranks outnumber cores and the
+    /// user left `FTCOLL_BIND` unset.
+    pub bind_cores: bool,
     /// Fault specs, `;`-joined.
     pub faults: String,
     /// The agreement tree (`--era-tree`).
@@ -55,6 +58,9 @@ impl JobEnv {
         ];
         if let Some(provider) = &self.ofi_provider {
             vars.push(("FTCOLL_OFI_PROVIDER", provider.clone()));
+        }
+        if self.bind_cores {
+            vars.push(("FTCOLL_BIND", "core".into()));
         }
         if self.transport == "ofi" {
             // libfabric loads PSM's library, which writes a backtrace file into the working
