@@ -315,12 +315,7 @@ impl Protocol for DirectAllreduce {
         let Some(values) = self.acc.as_ref().or(self.own.as_ref()) else {
             return;
         };
-        match values {
-            Values::F64(v) => dst.extend_from_slice(v),
-            Values::F32(v) => dst.extend(v.iter().map(|&x| f64::from(x))),
-            Values::U64(v) => dst.extend(v.iter().map(|&x| x as f64)),
-            Values::RankIds(v) => dst.push(v.len() as f64),
-        }
+        values.push_as_f64(dst);
         if self.config.op == ReduceOp::Average && self.acc.is_some() {
             let scale = 1.0 / f64::from(self.folded.max(1));
             dst.iter_mut().for_each(|x| *x *= scale);

@@ -509,12 +509,7 @@ impl Protocol for RecursiveDoubling {
 
     fn estimate(&self, dst: &mut Vec<f64>) {
         dst.clear();
-        match &self.value {
-            Values::F64(v) => dst.extend_from_slice(v),
-            Values::F32(v) => dst.extend(v.iter().map(|&x| f64::from(x))),
-            Values::U64(v) => dst.extend(v.iter().map(|&x| x as f64)),
-            Values::RankIds(v) => dst.push(v.len() as f64),
-        }
+        self.value.push_as_f64(dst);
         let count = self.contributions.max(1) as f64;
         let scale = match self.config.op {
             ReduceOp::Average => 1.0 / count,

@@ -234,6 +234,17 @@ impl Values {
         self.len() == 0
     }
 
+    /// Appends the elements to `dst` as f64 (a rank-id set counts its members): the form
+    /// [`crate::Protocol::estimate`] reports.
+    pub fn push_as_f64(&self, dst: &mut Vec<f64>) {
+        match self {
+            Values::F64(v) => dst.extend_from_slice(v),
+            Values::F32(v) => dst.extend(v.iter().map(|&x| f64::from(x))),
+            Values::U64(v) => dst.extend(v.iter().map(|&x| x as f64)),
+            Values::RankIds(v) => dst.push(v.len() as f64),
+        }
+    }
+
     /// Combines `other` into `self` element-wise with `op`.
     ///
     /// A mismatch is an error value: received data is never trusted to have the right shape.

@@ -20,7 +20,7 @@ use crate::wire::{encode_with_trailer, AlgoId, Frame, OpId};
 
 use super::bcast::{BcastConfig, CorrectedBcast, Correction};
 use super::reduce::{CorrectedReduce, ReduceConfig};
-use super::{push_as_f64, unexpected, CorrectedKind, FailureInfo, RankSet};
+use super::{unexpected, CorrectedKind, FailureInfo, RankSet};
 
 /// Drives a part (the reduce or the broadcast) of the allreduce: its sends and timers go out,
 /// its completion reports stay inside, as the allreduce reports its own.
@@ -375,7 +375,7 @@ impl Protocol for CorrectedAllreduce {
     fn estimate(&self, dst: &mut Vec<f64>) {
         let mut raw = Vec::new();
         if let Some(value) = self.bcast.value() {
-            push_as_f64(value, &mut raw);
+            value.push_as_f64(&mut raw);
         }
         finish_estimate(self.config.op, &raw, dst);
     }

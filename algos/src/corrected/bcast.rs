@@ -34,9 +34,7 @@ use crate::values::{Values, ValuesRef};
 use crate::wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
 
 use super::layout::CorrectedLayout;
-use super::{
-    check_header, push_as_f64, unexpected, CorrectedKind, RankSet, FLAG_LEFTWARD, FLAG_ROOT_GAVE_UP,
-};
+use super::{check_header, unexpected, CorrectedKind, RankSet, FLAG_LEFTWARD, FLAG_ROOT_GAVE_UP};
 
 /// The correction phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -472,7 +470,7 @@ impl Protocol for CorrectedBcast {
     fn estimate(&self, dst: &mut Vec<f64>) {
         dst.clear();
         if let Some(value) = self.value() {
-            push_as_f64(value, dst);
+            value.push_as_f64(dst);
         }
     }
 

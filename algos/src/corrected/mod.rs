@@ -21,18 +21,7 @@ pub use bcast::{BcastConfig, CorrectedBcast, Correction};
 pub use layout::CorrectedLayout;
 pub use reduce::{CorrectedReduce, ReduceConfig};
 
-use crate::values::Values;
 use crate::wire::FrameError;
-
-/// Appends `values` as f64 to `dst` (a rank-id set counts its members).
-pub(crate) fn push_as_f64(values: &Values, dst: &mut Vec<f64>) {
-    match values {
-        Values::F64(v) => dst.extend_from_slice(v),
-        Values::F32(v) => dst.extend(v.iter().map(|&x| f64::from(x))),
-        Values::U64(v) => dst.extend(v.iter().map(|&x| x as f64)),
-        Values::RankIds(v) => dst.push(v.len() as f64),
-    }
-}
 
 /// Message kinds of the corrected-tree family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

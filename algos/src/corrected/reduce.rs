@@ -23,9 +23,7 @@ use crate::values::{finish_estimate, ReduceOp, Values, ValuesRef};
 use crate::wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
 
 use super::layout::CorrectedLayout;
-use super::{
-    check_header, push_as_f64, unexpected, CorrectedKind, FailureInfo, RankSet, FLAG_SUBTREE_FAILED,
-};
+use super::{check_header, unexpected, CorrectedKind, FailureInfo, RankSet, FLAG_SUBTREE_FAILED};
 
 /// Configuration of one reduce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -515,7 +513,10 @@ impl Protocol for CorrectedReduce {
 
     fn estimate(&self, dst: &mut Vec<f64>) {
         let mut raw = Vec::new();
-        push_as_f64(self.result.as_ref().unwrap_or(&self.acc), &mut raw);
+        self.result
+            .as_ref()
+            .unwrap_or(&self.acc)
+            .push_as_f64(&mut raw);
         finish_estimate(self.config.op, &raw, dst);
     }
 
