@@ -26,6 +26,11 @@ mod remote;
 
 use crate::cluster::agent::WORKDIR_VAR;
 
+/// Cores this machine gives the job.
+fn available_cores() -> u32 {
+    std::thread::available_parallelism().map_or(1, |c| c.get()) as u32
+}
+
 /// Benchmark timings kept per rank (80 MB at most).
 const MAX_TIMINGS_PER_RANK: usize = 10_000_000;
 /// Reads of an exited rank's control socket before judging its exit (half a control message
@@ -150,7 +155,13 @@ pub fn run_with_console(
                 lanes: DEFAULT_LANES,
                 lane_bytes,
             };
-            Some(Segment::create(geometry, job_id).context("creating the shared-memory segment")?)
+            let segment =
+                Segment::create(geometry, job_id).context("creating the shared-memory segment")?;
+            // Ranks that poll (no more than cores) publish with plain stores and pay a barrier
+            // only when they fall asleep; ranks that outnumber cores sleep often and keep the
+            // locked publish.
+            segment.set_plain_publish(n <= available_cores());
+            Some(segment)
         }
         _ => None,
     };
@@ -162,7 +173,7 @@ pub fn run_with_console(
     if suspect_ms <= heartbeat_ms {
         bail!("--suspect-ms ({suspect_ms}) must exceed --heartbeat-ms ({heartbeat_ms})");
     }
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u32;
+    let cores = available_cores();
     // A real job on one machine puts every rank on one node unless told otherwise.
     let ranks_per_node = match cluster {
         Some(cluster) => cluster.placement.ranks_per_node,

@@ -40,6 +40,8 @@ pub const DEFAULT_LANE_BYTES: u32 = 64 * 1024;
 const MAX_QUEUED_BYTES: usize = 256 << 20;
 /// How long a waiting rank yields its core before it sleeps on the futex.
 const YIELD_BUDGET: Duration = Duration::from_micros(100);
+/// Longest sleep when the sleep barrier is unavailable.
+const UNBARRIERED_SLEEP: Duration = Duration::from_millis(1);
 /// Arrival checks between two clock reads while spinning.
 const SPIN_CHECKS_PER_CLOCK_READ: u32 = 64;
 /// Yields between two clock reads while waiting.
@@ -61,6 +63,12 @@ pub struct ShmTransport {
     woken: Arc<std::sync::atomic::AtomicBool>,
     /// Records skipped as corrupt.
     corrupt_lanes: u64,
+    /// How this rank publishes records (see [`ring::Publish`]).
+    publish: ring::Publish,
+    /// Whether senders of this job may publish with plain stores, so that this rank must force
+    /// a barrier on them (`membarrier`) before it sleeps; if that fails, its sleeps are capped
+    /// and a missed wake-up costs at most [`UNBARRIERED_SLEEP`].
+    sleep_barrier: bool,
 }
 
 impl ShmTransport {
@@ -77,6 +85,7 @@ impl ShmTransport {
                 size: ranks,
             });
         }
+        let plain = segment.plain_publish();
         Ok(ShmTransport {
             segment,
             me: me.0,
@@ -86,6 +95,15 @@ impl ShmTransport {
             spin,
             woken: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             corrupt_lanes: 0,
+            // With plain publishes (the creator's choice for ranks that poll) a sender that
+            // the kernel registered for membarrier leaves the ordering to sleeping receivers;
+            // one it refused keeps the locked publish, which needs no one's help.
+            publish: if plain && register_for_sleep_barriers() {
+                ring::Publish::Plain
+            } else {
+                ring::Publish::Fenced
+            },
+            sleep_barrier: plain,
         })
     }
 
@@ -130,11 +148,12 @@ impl ShmTransport {
     /// Tells `to` that it has mail, waking it if it sleeps.
     ///
     /// The doorbell is touched only when the receiver says it sleeps, so a polling receiver's
-    /// doorbell line never crosses cores. No wake-up is lost: every publish is a SeqCst swap
-    /// (see `ring::push`), which orders it before our read of `sleeping`, and the receiver
-    /// sets `sleeping` (SeqCst) before it checks for arrivals (SeqCst loads) and reads the
-    /// doorbell value it waits on; either it sees our records, or we see it sleeping and bump
-    /// the value it waits on.
+    /// doorbell line never crosses cores. No wake-up is lost: every publish is ordered before
+    /// our read of `sleeping`, by its own SeqCst swap or by the barrier the receiver forces on
+    /// every registered sender before it sleeps (see `ring::Publish`), and the receiver sets
+    /// `sleeping` (SeqCst) before it checks for arrivals (SeqCst loads) and reads the doorbell
+    /// value it waits on; either it sees our records, or we see it sleeping and bump the value
+    /// it waits on.
     fn ring_doorbell(&self, to: u32) {
         if self.segment.sleeping(to).load(Ordering::SeqCst) != 0 {
             self.segment.doorbell(to).fetch_add(1, Ordering::SeqCst);
@@ -151,7 +170,7 @@ impl ShmTransport {
         let mut wrote = false;
         if let Some(queue) = self.queued.get_mut(&to) {
             while let Some(frame) = queue.front() {
-                if !ring::push(&lane, self.me, frame) {
+                if !ring::push(&lane, self.me, frame, self.publish) {
                     break;
                 }
                 self.queued_bytes -= frame.len();
@@ -163,7 +182,9 @@ impl ShmTransport {
             }
         }
         let extra_sent = match extra {
-            Some(frame) if !self.queued.contains_key(&to) => ring::push(&lane, self.me, frame),
+            Some(frame) if !self.queued.contains_key(&to) => {
+                ring::push(&lane, self.me, frame, self.publish)
+            }
             _ => false,
         };
         self.release(to, lane_index);
@@ -261,6 +282,16 @@ impl ShmTransport {
         // `sleeping` and bumps the doorbell past `seen`. The waker sets `woken` before it bumps,
         // so a wake-up before `seen` was read is seen by the look, one after ends the sleep.
         sleeping.store(1, Ordering::SeqCst);
+        // Senders that publish with plain stores rely on this barrier: after it, every publish
+        // that their read of `sleeping` could have missed is visible to the look below.
+        let unordered = self.sleep_barrier
+            && rustix::thread::membarrier(rustix::thread::MembarrierCommand::GlobalExpedited)
+                .is_err();
+        let timeout = if unordered {
+            Some(timeout.map_or(UNBARRIERED_SLEEP, |t| t.min(UNBARRIERED_SLEEP)))
+        } else {
+            timeout
+        };
         let seen = doorbell.load(Ordering::SeqCst);
         if self.has_arrivals() || self.take_woken() {
             sleeping.store(0, Ordering::SeqCst);
@@ -291,6 +322,16 @@ impl ShmTransport {
         sleeping.store(0, Ordering::SeqCst);
         Ok(())
     }
+}
+
+/// Registers this process for global expedited memory barriers (once; later calls return the
+/// first answer). True when the kernel took it.
+fn register_for_sleep_barriers() -> bool {
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REGISTERED.get_or_init(|| {
+        rustix::thread::membarrier(rustix::thread::MembarrierCommand::RegisterGlobalExpedited)
+            .is_ok()
+    })
 }
 
 impl Transport for ShmTransport {

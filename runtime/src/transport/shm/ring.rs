@@ -44,8 +44,19 @@ fn header_word(len: u32, from: u32) -> u64 {
     READY | u64::from(from & 0x7FFF_FFFF) << 32 | u64::from(len)
 }
 
+/// How a producer makes a record visible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Publish {
+    /// A SeqCst swap: the publish is also the producer's side of the doorbell handshake (see
+    /// `push`). Costs a locked instruction per record.
+    Fenced,
+    /// A release store: the consumer issues a barrier on every registered producer
+    /// (`membarrier`) before it decides to sleep, which orders their publishes for them.
+    Plain,
+}
+
 /// Appends one record; false if the ring has no room now. The caller holds the lane's lease.
-pub fn push(lane: &Lane<'_>, from: u32, frame: &[u8]) -> bool {
+pub fn push(lane: &Lane<'_>, from: u32, frame: &[u8], publish: Publish) -> bool {
     let need = record_bytes(frame.len());
     // Relaxed suffices: the lease CAS (acquire) ordered us after the previous holder's release.
     let tail = lane.tail.load(Ordering::Relaxed);
@@ -66,18 +77,23 @@ pub fn push(lane: &Lane<'_>, from: u32, frame: &[u8]) -> bool {
     let start = if pad > 0 { 0 } else { at };
     lane.write(start + RECORD_HEADER_BYTES, frame);
     let record = header_word(frame.len() as u32, from);
-    // The store that makes the record visible is a SeqCst swap: besides publishing, it orders
-    // the publish before the sender's later read of the receiver's `sleeping` flag (the
-    // doorbell's Dekker handshake: the receiver stores `sleeping`, then loads this header, both
-    // SeqCst). A plain release store could pass that read, and a receiver falling asleep at
-    // that moment would miss the record.
-    if pad > 0 {
+    // The store that makes the record visible must be ordered before the sender's later read
+    // of the receiver's `sleeping` flag (the doorbell's Dekker handshake: the receiver stores
+    // `sleeping`, then loads this header). A plain release store could pass that read, and a
+    // receiver falling asleep at that moment would miss the record, unless the receiver forces
+    // the ordering itself with a membarrier before it sleeps (`Publish::Plain`).
+    let (visible, word) = if pad > 0 {
         // The consumer meets the pad first: publishing it publishes the record behind it.
         lane.header(start).store(record, Ordering::Release);
-        lane.header(at)
-            .swap(header_word(PAD, from), Ordering::SeqCst);
+        (lane.header(at), header_word(PAD, from))
     } else {
-        lane.header(start).swap(record, Ordering::SeqCst);
+        (lane.header(start), record)
+    };
+    match publish {
+        Publish::Fenced => {
+            visible.swap(word, Ordering::SeqCst);
+        }
+        Publish::Plain => visible.store(word, Ordering::Release),
     }
     lane.tail
         .store(tail + (pad + need) as u64, Ordering::Release);

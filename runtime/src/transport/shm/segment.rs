@@ -17,7 +17,7 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use memmap2::MmapRaw;
 
@@ -25,6 +25,8 @@ use crate::transport::TransportError;
 
 const SEGMENT_MAGIC: u64 = 0x6674_636f_6c6c_7368;
 const SEGMENT_VERSION: u32 = 1;
+/// Header word 4 when senders may publish with plain stores.
+const PUBLISH_PLAIN: u64 = 0x0070_6c61_696e;
 const LINE: usize = 64;
 const SEGMENT_HEADER_BYTES: usize = LINE;
 const INBOX_HEADER_BYTES: usize = LINE;
@@ -207,6 +209,26 @@ impl Segment {
     /// The geometry.
     pub fn geometry(&self) -> Geometry {
         self.geometry
+    }
+
+    /// The job-wide publishing mode (header word 4; a new segment is zeroed, so `false` until
+    /// the creator says otherwise): whether senders may publish records with plain stores,
+    /// leaving the doorbell's ordering to sleeping receivers (see `ring::Publish`). Every rank
+    /// must agree, so the creator decides once, before starting any rank.
+    pub fn plain_publish(&self) -> bool {
+        self.publish_word().load(Ordering::Acquire) == PUBLISH_PLAIN
+    }
+
+    /// Sets the job-wide publishing mode; only the creator calls it, before starting ranks.
+    pub fn set_plain_publish(&self, plain: bool) {
+        let word = if plain { PUBLISH_PLAIN } else { 0 };
+        self.publish_word().store(word, Ordering::Release);
+    }
+
+    fn publish_word(&self) -> &AtomicU64 {
+        // SAFETY: word 4 of the 64-byte header is 8-aligned, inside the mapping, and only ever
+        // accessed atomically.
+        unsafe { &*self.map.as_ptr().cast::<u64>().add(4).cast::<AtomicU64>() }
     }
 
     fn inbox_offset(&self, rank: u32) -> usize {

@@ -246,6 +246,48 @@ fn a_sleeping_rank_wakes_on_a_send_and_on_its_waker() {
 }
 
 #[test]
+fn with_plain_publishes_a_receiver_falling_asleep_still_wakes() {
+    let seg = segment(2, 2, 4096);
+    seg.set_plain_publish(true);
+    assert!(seg.plain_publish());
+    let mut receiver = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
+    let round = Arc::new(std::sync::atomic::AtomicU32::new(u32::MAX));
+    let rounds = 100u32;
+    let sender = {
+        let seg = Arc::clone(&seg);
+        let round = Arc::clone(&round);
+        thread::spawn(move || {
+            let mut t = ShmTransport::new(seg, Rank(1), Duration::ZERO).unwrap();
+            for i in 0..rounds {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while round.load(Ordering::SeqCst) != i && Instant::now() < deadline {
+                    thread::yield_now();
+                }
+                // Send around the moment the receiver stops yielding and sleeps (its yield
+                // budget is 100 us), at a different point each round.
+                let until = Instant::now() + Duration::from_micros(40 + u64::from(i * 37 % 160));
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                t.send(Rank(0), &frame(1, i, 1)).unwrap();
+            }
+        })
+    };
+    for i in 0..rounds {
+        round.store(i, Ordering::SeqCst);
+        let start = Instant::now();
+        while receiver.poll_recv(1, &mut |_, _| {}).unwrap() == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "round {i}: the send did not wake the receiver"
+            );
+            receiver.wait(Some(Duration::from_secs(10))).unwrap();
+        }
+    }
+    sender.join().unwrap();
+}
+
+#[test]
 fn an_inherited_descriptor_is_checked() {
     let seg = segment(2, 2, 1024);
     // Duplicate the descriptor as a child would inherit it, then open it as that child would.
