@@ -114,15 +114,25 @@ impl DirectAllreduce {
         }
         // Inputs that arrived before we started are held; fold our own in its turn.
         self.own = Some(data.to_owned_values());
-        // Held inputs (arrived before Start) were checked against nothing: check them now.
+        // Held inputs (arrived before Start) were checked against nothing: check them now. A
+        // rejected one never comes again, so the operation cannot complete here; the driver's
+        // time limit ends it, as for a lost message.
         let (len, dtype) = (data.len(), data.dtype());
-        let before = self.held.len();
-        self.held
-            .retain(|(_, v)| v.len() == len && v.dtype() == dtype);
-        let dropped = before - self.held.len();
-        if dropped > 0 {
-            self.counters.frames_rejected += dropped as u64;
-        }
+        let counters = &mut self.counters;
+        self.held.retain(|(from, v)| {
+            let fits = v.len() == len && v.dtype() == dtype;
+            if !fits {
+                counters.frames_rejected += 1;
+                out.emit(Event::Rejected {
+                    from: Rank(*from),
+                    error: FrameError::Unexpected {
+                        from: *from,
+                        what: "payload does not match the local vector",
+                    },
+                });
+            }
+            fits
+        });
         self.fold_ready(None, out);
     }
 

@@ -266,3 +266,35 @@ fn groups_beyond_one_word_of_arrivals_sum_exactly() {
         }
     }
 }
+
+#[test]
+fn a_misshapen_input_held_before_start_is_rejected_at_start() {
+    let mut rank = DirectAllreduce::new(DirectConfig {
+        rank: Rank(0),
+        size: 2,
+        op: ReduceOp::Sum,
+        op_id: OpId(1),
+    });
+    let mut out = Outbox::new();
+    assert!(!rejected(&deliver(
+        &mut rank,
+        &mut out,
+        1,
+        input_header(1, 1),
+        &[2.0, 3.0]
+    )));
+    rank.handle(
+        Time::ZERO,
+        Input::Start {
+            data: ValuesRef::F64(&[1.0]),
+        },
+        &mut out,
+    );
+    assert!(rejected(out.events()));
+    assert_eq!(
+        rank.phase(),
+        Phase::Running,
+        "the input it needs never came"
+    );
+    assert_eq!(rank.status().counters.frames_rejected, 1);
+}
