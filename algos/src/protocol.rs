@@ -277,6 +277,13 @@ impl Outbox {
         &self.timers
     }
 
+    /// Removes the timer requests queued after the first `from` and hands them out, in order:
+    /// a driver serving several instances through one outbox keeps each one's timers apart.
+    pub fn drain_timers(&mut self, from: usize) -> std::vec::Drain<'_, TimerRequest> {
+        let from = from.min(self.timers.len());
+        self.timers.drain(from..)
+    }
+
     /// Reported events, in order.
     pub fn events(&self) -> &[Event] {
         &self.events

@@ -48,12 +48,36 @@ const MAX_ERA_SERVICES: usize = 4;
 struct Lingering {
     op_id: u64,
     protocol: Box<dyn Protocol + Send>,
+    /// Its own armed timers (a finished gossip rank told of a failure pushes again), kept
+    /// apart from the running operation's.
+    timers: BTreeSet<(Time, TimerId)>,
 }
 
 impl Lingering {
     /// Unsettled, or settled but still to be reachable (`Protocol::serve_until`).
     fn still_needed(&self, now: Time) -> bool {
         !self.protocol.settled() || self.protocol.serve_until().is_some_and(|t| t > now)
+    }
+
+    /// Hands `input` to the protocol and takes the timer requests it made out of `outbox`.
+    fn handle(&mut self, now: Time, input: Input<'_>, outbox: &mut Outbox) {
+        let mark = outbox.timers().len();
+        self.protocol.handle(now, input, outbox);
+        for request in outbox.drain_timers(mark) {
+            match request {
+                TimerRequest::Set { timer, at } => {
+                    // A bounded table: one entry per timer id, the latest deadline.
+                    self.timers.retain(|(_, id)| *id != timer);
+                    self.timers.insert((at, timer));
+                }
+                TimerRequest::Cancel { timer } => self.timers.retain(|(_, id)| *id != timer),
+            }
+        }
+    }
+
+    /// The earliest armed timer.
+    fn next_timer(&self) -> Option<Time> {
+        self.timers.first().map(|(at, _)| *at)
     }
 }
 
@@ -394,6 +418,7 @@ impl<T: Transport> Endpoint<T> {
         self.after_handle(stats)?;
         let next = self.next_op_id;
         progressed |= self.receive(&mut BetweenOperations, next, false, true, stats)? > 0;
+        progressed |= self.fire_lingering_timers(stats)?;
         self.transport.progress()?;
         Ok(progressed)
     }
@@ -571,21 +596,26 @@ impl<T: Transport> Endpoint<T> {
                     progressed = true;
                 }
             }
+            if !self.lingering.is_empty() {
+                progressed |= self.fire_lingering_timers(&mut stats)?;
+            }
             self.transport.progress()?;
             if !progressed && !matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
                 let op_deadline = match deadline {
                     Some(at) => at,
                     None => *deadline.insert(Instant::now() + limit),
                 };
-                if self.timers.is_empty() {
+                let first_timer = self.timers.keys().next().map(|(t, _)| *t);
+                let first_timer = match self.next_lingering_timer() {
+                    Some(at) => Some(first_timer.map_or(at, |t| t.min(at))),
+                    None => first_timer,
+                };
+                if first_timer.is_none() {
                     // The transport reads the clock only if nothing arrives at once.
                     self.transport.wait_until(op_deadline)?;
                 } else {
-                    let next_timer = self
-                        .timers
-                        .keys()
-                        .next()
-                        .map(|(t, _)| Duration::from_nanos(t.0.saturating_sub(self.now().0)));
+                    let next_timer =
+                        first_timer.map(|t| Duration::from_nanos(t.0.saturating_sub(self.now().0)));
                     let until_deadline = op_deadline.saturating_duration_since(Instant::now());
                     let timeout = next_timer.map_or(until_deadline, |t| t.min(until_deadline));
                     self.transport.wait(Some(timeout))?;
@@ -707,8 +737,7 @@ impl<T: Transport> Endpoint<T> {
                                 op = l.op_id,
                                 "served a finished operation"
                             );
-                            l.protocol
-                                .handle(now, Input::Message { from, frame }, outbox)
+                            l.handle(now, Input::Message { from, frame }, outbox)
                         }
                         None => {
                             tracing::debug!(
@@ -742,7 +771,11 @@ impl<T: Transport> Endpoint<T> {
             let oldest = self.lingering.remove(0);
             tracing::debug!(op = oldest.op_id, "stopped serving an unsettled operation");
         }
-        self.lingering.push(Lingering { op_id, protocol });
+        self.lingering.push(Lingering {
+            op_id,
+            protocol,
+            timers: BTreeSet::new(),
+        });
     }
 
     /// Hands a failure notice to the finished operations still served.
@@ -752,8 +785,7 @@ impl<T: Transport> Endpoint<T> {
         };
         for i in 0..self.lingering.len() {
             let now = self.now();
-            let protocol = &mut self.lingering[i].protocol;
-            protocol.handle(
+            self.lingering[i].handle(
                 now,
                 Input::PeerFailed { peer: Rank(rank) },
                 &mut self.outbox,
@@ -763,6 +795,38 @@ impl<T: Transport> Endpoint<T> {
         let now = self.now();
         self.lingering.retain(|l| l.still_needed(now));
         Ok(())
+    }
+
+    /// Hands the finished operations still served their due timers; true if any was due.
+    fn fire_lingering_timers(&mut self, stats: &mut OpStats) -> Result<bool, ExecError> {
+        if self.lingering.iter().all(|l| l.timers.is_empty()) {
+            return Ok(false);
+        }
+        let now = self.now();
+        let mut fired = false;
+        for i in 0..self.lingering.len() {
+            // Each pass removes one due timer; a protocol re-arms a timer later than `now`, so
+            // the loop ends.
+            while let Some(&(at, timer)) = self.lingering[i].timers.first() {
+                if at > now {
+                    break;
+                }
+                self.lingering[i].timers.remove(&(at, timer));
+                self.lingering[i].handle(now, Input::Timer { timer }, &mut self.outbox);
+                self.after_handle(stats)?;
+                fired = true;
+            }
+        }
+        self.lingering.retain(|l| l.still_needed(now));
+        Ok(fired)
+    }
+
+    /// The earliest timer of a finished operation still served.
+    fn next_lingering_timer(&self) -> Option<Time> {
+        self.lingering
+            .iter()
+            .filter_map(Lingering::next_timer)
+            .min()
     }
 
     /// Serves unsettled finished operations until they settle or `deadline` passes; a rank
@@ -776,8 +840,9 @@ impl<T: Transport> Endpoint<T> {
             }
             let next = next_op_id.max(self.next_op_id);
             let handled = self.receive(&mut BetweenOperations, next, false, true, &mut stats)?;
+            let fired = self.fire_lingering_timers(&mut stats)?;
             self.transport.progress()?;
-            if handled == 0 {
+            if handled == 0 && !fired {
                 self.transport.wait(Some(Duration::from_millis(1)))?;
             }
         }

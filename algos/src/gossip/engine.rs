@@ -43,14 +43,14 @@ pub struct Gossip<T: Real> {
     pub(super) layout: Layout,
     pub(super) tau: f64,
     rng: SimRng,
-    phase: Phase,
+    pub(super) phase: Phase,
     pub(super) iteration: u32,
     pub(super) counters: Counters,
     /// Peers never to talk to again (crashed, or behind a failed link), sorted.
     excluded: Vec<u32>,
     /// Crashed ranks this rank was told of.
     crashed: u32,
-    timers: TimerTable,
+    pub(super) timers: TimerTable,
     /// Push-Sum: the current value-weight pair. Flow rules: the initial mass v_i.
     pub(super) own: Vec<T>,
     /// Flows per neighbour: `width` elements (PF family) or active, passive and cancelled
@@ -65,13 +65,18 @@ pub struct Gossip<T: Real> {
     /// Checksum detections (checked rules).
     pub(super) detections: u32,
     /// The stopping rule's state.
-    stop: StopState,
+    pub(super) stop: StopState,
     /// When the rank completed, or last answered a push since: it stays reachable for
     /// `linger` after that.
-    done_at: Option<Time>,
+    pub(super) done_at: Option<Time>,
     /// The estimate at completion: the result, which what arrives later (the flows a neighbour
     /// still pushes) no longer changes.
     result: Vec<f64>,
+    /// A finished rank told of a failure pushes on its schedule again (see `help.rs`).
+    pub(super) helping: bool,
+    /// Set only while a helping rank makes its own push: that push is a `Push`, which the
+    /// partner answers, where a finished rank's answers are `Finished`, which nobody answers.
+    pub(super) starting_exchange: bool,
 }
 
 impl<T: Real> Gossip<T> {
@@ -101,6 +106,8 @@ impl<T: Real> Gossip<T> {
             result: Vec::new(),
             stop: StopState::default(),
             done_at: None,
+            helping: false,
+            starting_exchange: false,
         }
     }
 
@@ -202,6 +209,18 @@ impl<T: Real> Gossip<T> {
         }
     }
 
+    /// The estimate the current mass gives (a finished rank's result is the one it had at
+    /// completion; this is what its mass says now).
+    fn current_estimate(&self, dst: &mut Vec<f64>) {
+        dst.clear();
+        if self.own.len() <= self.layout.len {
+            return;
+        }
+        let w = self.mass_element(self.layout.weight()).to_f64();
+        let scale = self.scale();
+        dst.extend((0..self.layout.len).map(|k| self.mass_element(k).to_f64() / w * scale));
+    }
+
     /// The current mass `e_i` into `dst`, in working precision.
     pub(super) fn current_mass(&self, dst: &mut Vec<T>) {
         match self.config.rule {
@@ -297,7 +316,7 @@ impl<T: Real> Gossip<T> {
         self.timers.arm(TICK, Time(first), out);
     }
 
-    fn next_tick(&mut self, now: Time) -> Time {
+    pub(super) fn next_tick(&mut self, now: Time) -> Time {
         let period = self.config.schedule.period().0;
         match self.config.schedule {
             Schedule::Async { .. } => {
@@ -308,7 +327,7 @@ impl<T: Real> Gossip<T> {
     }
 
     /// The partner of this push, if any live one exists.
-    fn partner(&mut self, now: Time) -> Option<Rank> {
+    pub(super) fn partner(&mut self, now: Time) -> Option<Rank> {
         let me = self.config.rank;
         let n = self.config.size();
         let round = now.0 / self.config.schedule.period().0;
@@ -348,7 +367,14 @@ impl<T: Real> Gossip<T> {
     }
 
     fn on_tick(&mut self, now: Time, out: &mut Outbox) {
-        if self.phase != Phase::Running || !self.timers.take_expired(TICK, now) {
+        if !self.timers.take_expired(TICK, now) {
+            return;
+        }
+        if self.phase == Phase::Done && self.helping {
+            self.help_tick(now, out);
+            return;
+        }
+        if self.phase != Phase::Running {
             return;
         }
         let partner = self.partner(now);
@@ -358,25 +384,31 @@ impl<T: Real> Gossip<T> {
             self.complete(now, out);
             return;
         }
-        self.push_to(partner, out);
         self.iteration += 1;
+        let quiet = self.quiet_at_push();
+        self.push_to(partner, out);
         out.emit(Event::RoundDone {
             round: self.iteration - 1,
         });
-        let quiet = match self.config.stop {
-            Some(rule) => {
-                let mut estimate = Vec::new();
-                self.estimate(&mut estimate);
-                self.stop.after_push(&rule, self.iteration, &estimate)
-            }
-            None => false,
-        };
         if quiet || self.iteration >= self.config.max_iterations {
             self.complete(now, out);
         } else {
             let at = self.next_tick(now);
             self.timers.arm(TICK, at, out);
         }
+    }
+
+    /// Whether the stopping rule holds at the push about to be made. It is evaluated before the
+    /// push (which leaves the estimate as it is) so that the push carries the quiet age it
+    /// results in: sent before, every age would arrive one push behind, and ranks taking the
+    /// smaller age from each other would hold each other back for ever.
+    pub(super) fn quiet_at_push(&mut self) -> bool {
+        let Some(rule) = self.config.stop else {
+            return false;
+        };
+        let mut estimate = Vec::new();
+        self.current_estimate(&mut estimate);
+        self.stop.after_push(&rule, &estimate)
     }
 
     fn complete(&mut self, now: Time, out: &mut Outbox) {
@@ -393,8 +425,9 @@ impl<T: Real> Gossip<T> {
 
     /// Frames a push header for this configuration.
     pub(super) fn header(&self) -> FrameHeader {
-        // A finished rank's pushes are answers, which are not answered in turn.
-        let kind = if self.phase == Phase::Done {
+        // A finished rank's pushes are answers, which are not answered in turn; a helping
+        // rank's own pushes start exchanges.
+        let kind = if self.phase == Phase::Done && !self.starting_exchange {
             GossipKind::Finished
         } else {
             GossipKind::Push
@@ -404,8 +437,8 @@ impl<T: Real> Gossip<T> {
             kind as u8,
             self.config.op_id,
             self.config.rank,
-            // The stopping rule's stamp (see `stop`); unused without the rule.
-            self.stop.unsettled,
+            // The stopping rule's quiet age (see `stop`); unused without the rule.
+            self.stop.quiet_age,
         )
     }
 
@@ -442,13 +475,15 @@ impl<T: Real> Gossip<T> {
             // (losing half its mass each time) once this rank left.
             self.done_at = Some(now);
             // A finished rank keeps mixing for ranks still running, but only when asked: it
-            // answers a push with a push (see [`GossipKind::Finished`]).
+            // answers a push with a push (see [`GossipKind::Finished`]), which ages what it
+            // knows like any push.
+            self.stop.aged();
             self.push_to(Some(from), out);
         }
     }
 
     /// One push of the rule towards `partner`.
-    fn push_to(&mut self, partner: Option<Rank>, out: &mut Outbox) {
+    pub(super) fn push_to(&mut self, partner: Option<Rank>, out: &mut Outbox) {
         match self.config.rule {
             Rule::PushSum => self.ps_push(partner, out),
             Rule::PushFlow | Rule::LocalCorrection | Rule::CooperativeCorrection => {
@@ -502,7 +537,7 @@ impl<T: Real> Gossip<T> {
         Ok(values)
     }
 
-    fn on_peer_lost(&mut self, peer: Rank, crashed: bool) {
+    fn on_peer_lost(&mut self, now: Time, peer: Rank, crashed: bool, out: &mut Outbox) {
         if peer == self.config.rank || peer.0 >= self.config.size() || !self.exclude(peer) {
             return;
         }
@@ -517,6 +552,11 @@ impl<T: Real> Gossip<T> {
             }
             Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => self.pcf_drop(peer, crashed),
         }
+        // The survivors' mass is not what it was: every estimate must settle again, so a
+        // notice is news like an unsettled push, also at ranks far from the lost peer whose
+        // estimates the change has not reached yet.
+        self.stop.unsettle();
+        self.help(now, out);
     }
 
     fn on_fault(&mut self, fault: LocalFault, out: &mut Outbox) {
@@ -579,8 +619,8 @@ impl<T: Real> Protocol for Gossip<T> {
             Input::Message { from, frame } => self.on_message(now, from, frame, out),
             Input::Timer { timer } if timer == TICK => self.on_tick(now, out),
             Input::Timer { .. } => {}
-            Input::PeerFailed { peer } => self.on_peer_lost(peer, true),
-            Input::LinkFailed { peer } => self.on_peer_lost(peer, false),
+            Input::PeerFailed { peer } => self.on_peer_lost(now, peer, true, out),
+            Input::LinkFailed { peer } => self.on_peer_lost(now, peer, false, out),
             Input::Fault(fault) => self.on_fault(fault, out),
             Input::Stop => match self.phase {
                 Phase::Running => self.complete(now, out),
@@ -599,13 +639,12 @@ impl<T: Real> Protocol for Gossip<T> {
             dst.extend_from_slice(&self.result);
             return;
         }
-        dst.clear();
-        if self.own.len() <= self.layout.len {
-            return;
-        }
-        let w = self.mass_element(self.layout.weight()).to_f64();
-        let scale = self.scale();
-        dst.extend((0..self.layout.len).map(|k| self.mass_element(k).to_f64() / w * scale));
+        self.current_estimate(dst);
+    }
+
+    fn settled(&self) -> bool {
+        // A helping rank keeps pushing on its timer: drivers must keep serving it.
+        !self.helping
     }
 
     fn phase(&self) -> Phase {

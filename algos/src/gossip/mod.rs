@@ -29,6 +29,7 @@ pub mod real;
 pub mod stop;
 
 mod engine;
+mod help;
 mod inspect;
 mod pcf;
 mod push_flow;

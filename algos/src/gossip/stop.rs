@@ -4,13 +4,14 @@
 //! # The rule
 //! 1. **Local quiet**: after each push a rank compares its estimate with the one at its
 //!    previous push. A relative change above `threshold` makes the push *unsettled*.
-//! 2. **Spread the news**: every message carries the sender's *unsettled stamp* `U`: the latest
-//!    push count at which the sender, or anyone it has heard from, was unsettled (in the
-//!    header's `step` field). A receiver keeps the maximum.
-//! 3. **Stop** at push `t` once `t - U >= quiet_rounds`: nothing unsettled has been heard of for
+//! 2. **Spread the news**: every message carries the sender's *quiet age*: how many pushes ago
+//!    the sender, or anyone it has heard from, was last unsettled (in the header's `step` field),
+//!    counted along the way the news took. A receiver keeps the smaller of its own age and the
+//!    sender's.
+//! 3. **Stop** once the age reaches `quiet_rounds`: nothing unsettled has been heard of for
 //!    `quiet_rounds` pushes, which covers the time news takes to cross the network.
 //!
-//! Gossip spreads a stamp like a rumour: along the topology's diameter, and in about
+//! Gossip spreads the news like a rumour: along the topology's diameter, and in about
 //! log2 N + ln N rounds on well-connected graphs (push rumour spreading). `quiet_rounds` is
 //! therefore `diameter + ceil(log2 N) + 2`. The threshold ties the per-push change to the error:
 //! gossip errors shrink geometrically, so while the error is above eps the estimate keeps moving
@@ -19,9 +20,13 @@
 //! the per-push change can fall below the threshold while the error is still above eps: there
 //! the rule is a heuristic, and `--steps` bounds the run regardless.
 //!
-//! Push counts of different ranks are not synchronised in the asynchronous mode; they advance
-//! at the same mean rate, and the margin of 2 in `quiet_rounds` absorbs the drift over the
-//! runs measured (see the README's stopping-rule section for the figures).
+//! Ages, not push counts, travel because push counts of different ranks drift apart on real
+//! ranks: ranks start at different times, and a loaded machine delays some ranks' timers more
+//! than others'. Over libfabric's tcp provider, 16 ranks on two cores reached push 270 between
+//! 577 and 706 ms into the operation, about 50 pushes apart. A stamp of the push count at which
+//! news began then meant nothing to a rank 10 pushes ahead of the sender: it ignored a crash's
+//! news and stopped on a half-mixed estimate. An age only ever counts one rank's pushes at a time.
+//! A finished rank's answers count as pushes for its age, so the age it relays keeps growing.
 
 use crate::topology::Topology;
 
@@ -78,16 +83,15 @@ pub fn diameter(topology: &Topology) -> u32 {
 pub struct StopState {
     /// The estimate at the previous push.
     previous: Vec<f64>,
-    /// The latest unsettled push count this rank knows of.
-    pub unsettled: u32,
+    /// Pushes since the latest unsettled push this rank knows of (its own or one it heard of).
+    pub quiet_age: u32,
     /// Messages received since this rank's own last unsettled push.
     receipts: u32,
 }
 
 impl StopState {
-    /// Records the estimate after push number `iteration` (counted from 1); true when the rank
-    /// may stop.
-    pub fn after_push(&mut self, rule: &StopRule, iteration: u32, estimate: &[f64]) -> bool {
+    /// Records the estimate after a push; true when the rank may stop.
+    pub fn after_push(&mut self, rule: &StopRule, estimate: &[f64]) -> bool {
         // Relative to the vector's largest magnitude, not element by element: an element whose
         // aggregate is near zero (a dot product that nearly cancels) would otherwise never look
         // settled.
@@ -114,19 +118,31 @@ impl StopState {
         self.previous.clear();
         self.previous.extend_from_slice(estimate);
         if change > rule.threshold {
-            self.unsettled = iteration;
-            self.receipts = 0;
+            self.unsettle();
+        } else {
+            self.aged();
         }
         // A push does not change the pusher's own estimate (it sends mass and weight in
         // proportion); only what arrives does. A rank that heard nothing for a while has not
         // seen the rest of the network settle, so it also needs as many receipts as quiet pushes.
-        iteration.saturating_sub(self.unsettled) >= rule.quiet_rounds
-            && self.receipts >= rule.quiet_rounds
+        self.quiet_age >= rule.quiet_rounds && self.receipts >= rule.quiet_rounds
     }
 
-    /// A message carried the sender's stamp.
-    pub fn heard(&mut self, stamp: u32) {
-        self.unsettled = self.unsettled.max(stamp);
+    /// Something changed the mass (an unsettled push, a failure notice): the age starts again,
+    /// and so do the receipts.
+    pub fn unsettle(&mut self) {
+        self.quiet_age = 0;
+        self.receipts = 0;
+    }
+
+    /// One more push without news (a finished rank's answer counts too).
+    pub fn aged(&mut self) {
+        self.quiet_age = self.quiet_age.saturating_add(1);
+    }
+
+    /// A message carried the sender's quiet age.
+    pub fn heard(&mut self, age: u32) {
+        self.quiet_age = self.quiet_age.min(age);
         self.receipts = self.receipts.saturating_add(1);
     }
 }
@@ -159,27 +175,35 @@ mod tests {
             quiet_rounds: 3,
         };
         let mut state = StopState::default();
-        assert!(!state.after_push(&rule, 1, &[1.0]));
-        assert!(!state.after_push(&rule, 2, &[1.0]));
-        assert!(!state.after_push(&rule, 3, &[1.0]));
-        state.heard(3);
-        assert!(!state.after_push(&rule, 4, &[1.0]));
-        assert!(!state.after_push(&rule, 5, &[1.0]));
         assert!(
-            !state.after_push(&rule, 6, &[1.0]),
-            "one receipt since it settled"
+            !state.after_push(&rule, &[1.0]),
+            "the first push is unsettled"
+        );
+        assert_eq!(state.quiet_age, 0);
+        assert!(!state.after_push(&rule, &[1.0]));
+        assert!(!state.after_push(&rule, &[1.0]));
+        assert_eq!(state.quiet_age, 2);
+        // News of something unsettled one push ago at the sender.
+        state.heard(1);
+        assert_eq!(state.quiet_age, 1);
+        assert!(!state.after_push(&rule, &[1.0]));
+        assert!(
+            !state.after_push(&rule, &[1.0]),
+            "age 3 but one receipt since it settled"
         );
         for _ in 0..2 {
-            state.heard(1);
+            state.heard(50);
         }
-        assert!(state.after_push(&rule, 6, &[1.0]));
+        assert_eq!(state.quiet_age, 3, "older news changes nothing");
+        assert!(state.after_push(&rule, &[1.0]));
         let mut moving = StopState::default();
         for t in 1..50 {
-            assert!(!moving.after_push(&rule, t, &[1.0 + 1e-3 * f64::from(t % 2)]));
+            assert!(!moving.after_push(&rule, &[1.0 + 1e-3 * f64::from(t % 2)]));
         }
         let mut nan = StopState::default();
-        nan.after_push(&rule, 1, &[1.0]);
-        nan.after_push(&rule, 2, &[f64::NAN]);
-        assert_eq!(nan.unsettled, 2, "a NaN estimate is never settled");
+        nan.after_push(&rule, &[1.0]);
+        nan.after_push(&rule, &[1.0]);
+        nan.after_push(&rule, &[f64::NAN]);
+        assert_eq!(nan.quiet_age, 0, "a NaN estimate is never settled");
     }
 }
