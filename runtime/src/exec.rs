@@ -144,6 +144,11 @@ pub struct Endpoint<T: Transport> {
     /// protocols speak member indices, the transport world ranks.
     group: Option<Vec<u32>>,
     scratch: Vec<u8>,
+    /// Failures learned while a finished operation's last sends drained (bounded by the
+    /// job's size): handed to that operation if it lingers. Over a transport whose sends
+    /// take a while (libfabric's tcp connects lazily) a notice arriving then was lost to it: a
+    /// finished gossip rank kept its flows with the dead rank and bent the survivors' sums.
+    drained_notices: Vec<u32>,
     /// Frames sent since the rank started (console telemetry).
     sent_total: u64,
     /// Index of the operation running (or last run).
@@ -198,6 +203,7 @@ impl<T: Transport> Endpoint<T> {
             revoke_watch: None,
             group: None,
             scratch: Vec::new(),
+            drained_notices: Vec::new(),
             sent_total: 0,
             op_index: 0,
             telemetry_on,
@@ -471,6 +477,9 @@ impl<T: Transport> Endpoint<T> {
     ) -> Result<(OpEnd, OpStats), ExecError> {
         self.die_if_scripted(op_index);
         self.op_index = op_index;
+        // Notices for an earlier operation that did not linger; this one gets every known
+        // failure below.
+        self.drained_notices.clear();
         self.next_op_id = self.next_op_id.max(op_id + 1);
         let mut stats = OpStats::default();
         if self.is_revoked() {
@@ -764,6 +773,7 @@ impl<T: Transport> Endpoint<T> {
 
     /// Keeps serving `protocol`, whose operation `op_id` returned, while it owes peers answers.
     pub fn linger(&mut self, op_id: u64, protocol: Box<dyn Protocol + Send>) {
+        let notices = std::mem::take(&mut self.drained_notices);
         if protocol.settled() && protocol.serve_until().is_none() {
             return;
         }
@@ -771,11 +781,23 @@ impl<T: Transport> Endpoint<T> {
             let oldest = self.lingering.remove(0);
             tracing::debug!(op = oldest.op_id, "stopped serving an unsettled operation");
         }
-        self.lingering.push(Lingering {
+        let mut lingering = Lingering {
             op_id,
             protocol,
             timers: BTreeSet::new(),
-        });
+        };
+        // What it sends in answer leaves with the next pass's sends.
+        for world in notices {
+            if let Some(rank) = Endpoint::<T>::local(&self.group, world) {
+                let now = self.now();
+                lingering.handle(
+                    now,
+                    Input::PeerFailed { peer: Rank(rank) },
+                    &mut self.outbox,
+                );
+            }
+        }
+        self.lingering.push(lingering);
     }
 
     /// Hands a failure notice to the finished operations still served.
@@ -938,8 +960,12 @@ impl<T: Transport> Endpoint<T> {
             return Ok(());
         }
         let deadline = deadline.unwrap_or_else(|| Instant::now() + limit);
+        let mut stats = OpStats::default();
         while self.transport.progress()? > 0 && Instant::now() < deadline {
-            self.absorb_failures();
+            for world in self.absorb_failures() {
+                self.notify_lingering(world, &mut stats)?;
+                self.drained_notices.push(world);
+            }
             self.transport.wait(Some(Duration::from_millis(1)))?;
         }
         Ok(())
