@@ -384,13 +384,11 @@ impl<T: Real> Gossip<T> {
             self.complete(now, out);
             return;
         }
-        self.iteration += 1;
-        let quiet = self.quiet_at_push();
-        self.push_to(partner, out);
+        let enough = self.scheduled_push(partner, out);
         out.emit(Event::RoundDone {
             round: self.iteration - 1,
         });
-        if quiet || self.iteration >= self.config.max_iterations {
+        if enough {
             self.complete(now, out);
         } else {
             let at = self.next_tick(now);
@@ -398,11 +396,20 @@ impl<T: Real> Gossip<T> {
         }
     }
 
+    /// One push on this rank's schedule; true once it has pushed enough (the stopping rule
+    /// holds, or the bound is reached).
+    pub(super) fn scheduled_push(&mut self, partner: Option<Rank>, out: &mut Outbox) -> bool {
+        self.iteration += 1;
+        let quiet = self.quiet_at_push();
+        self.push_to(partner, out);
+        quiet || self.iteration >= self.config.max_iterations
+    }
+
     /// Whether the stopping rule holds at the push about to be made. It is evaluated before the
     /// push (which leaves the estimate as it is) so that the push carries the quiet age it
     /// results in: sent before, every age would arrive one push behind, and ranks taking the
     /// smaller age from each other would hold each other back for ever.
-    pub(super) fn quiet_at_push(&mut self) -> bool {
+    fn quiet_at_push(&mut self) -> bool {
         let Some(rule) = self.config.stop else {
             return false;
         };
@@ -483,7 +490,7 @@ impl<T: Real> Gossip<T> {
     }
 
     /// One push of the rule towards `partner`.
-    pub(super) fn push_to(&mut self, partner: Option<Rank>, out: &mut Outbox) {
+    fn push_to(&mut self, partner: Option<Rank>, out: &mut Outbox) {
         match self.config.rule {
             Rule::PushSum => self.ps_push(partner, out),
             Rule::PushFlow | Rule::LocalCorrection | Rule::CooperativeCorrection => {

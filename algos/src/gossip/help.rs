@@ -36,12 +36,10 @@ impl<T: Real> Gossip<T> {
             self.stop_helping(now, out);
             return;
         }
-        self.iteration += 1;
-        let quiet = self.quiet_at_push();
         self.starting_exchange = true;
-        self.push_to(partner, out);
+        let enough = self.scheduled_push(partner, out);
         self.starting_exchange = false;
-        if quiet || self.iteration >= self.config.max_iterations {
+        if enough {
             self.stop_helping(now, out);
         } else {
             let at = self.next_tick(now);
