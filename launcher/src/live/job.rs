@@ -345,7 +345,9 @@ pub fn run_with_console(
             state.reap_all_blocking();
             break;
         }
-        let handled = state.serve(&mut poll, &mut listener, &mut events, tick, n)?;
+        // A scripted fault is due at its time, not at the next tick (up to 250 ms later).
+        let wait = state.until_next_fault().map_or(tick, |due| due.min(tick));
+        let handled = state.serve(&mut poll, &mut listener, &mut events, wait, n)?;
         if console.is_some() && handled < EVENT_CAPACITY / 8 {
             // Thousands of ranks' samples and beats arrive spread out: taking them a few
             // milliseconds' worth at a time wakes the launcher hundreds of times a second
@@ -967,6 +969,15 @@ impl Loop {
                 self.fence(rank, cause);
             }
         }
+    }
+
+    /// How long until the next scripted launcher fault is due; `None` when none is left or
+    /// the ranks are not wired up yet (fault times count from then).
+    fn until_next_fault(&self) -> Option<Duration> {
+        let wired = self.wired_at?;
+        let &(at, _) = self.launcher_faults.first()?;
+        let since = self.started.elapsed().saturating_sub(wired);
+        Some(at.saturating_sub(since))
     }
 
     fn apply_launcher_faults(&mut self) {
