@@ -88,29 +88,30 @@ pub enum AlgoId {
 }
 
 impl AlgoId {
-    /// Decodes the header byte.
+    /// Decodes the header byte. A match, not a search: every received frame is decoded with
+    /// it, some more than once.
     pub fn from_u8(code: u8) -> Option<AlgoId> {
         use AlgoId::*;
-        const ALL: [AlgoId; 17] = [
-            Rdb,
-            Ardb,
-            PushSum,
-            PushFlow,
-            Pflc,
-            Pfcc,
-            Pcf,
-            Hps,
-            Hpflc,
-            CorrectedReduce,
-            CorrectedBcast,
-            CorrectedAllreduce,
-            FtcoBcast,
-            FtcoReduce,
-            FtcoAllreduce,
-            Era,
-            Direct,
-        ];
-        ALL.iter().copied().find(|id| *id as u8 == code)
+        Some(match code {
+            1 => Rdb,
+            2 => Ardb,
+            3 => PushSum,
+            4 => PushFlow,
+            5 => Pflc,
+            6 => Pfcc,
+            7 => Pcf,
+            8 => Hps,
+            9 => Hpflc,
+            10 => CorrectedReduce,
+            11 => CorrectedBcast,
+            12 => CorrectedAllreduce,
+            13 => FtcoBcast,
+            14 => FtcoReduce,
+            15 => FtcoAllreduce,
+            16 => Era,
+            17 => Direct,
+            _ => return None,
+        })
     }
 }
 
@@ -166,6 +167,24 @@ impl FrameHeader {
             payload_len: 0,
             trailer_ranks: 0,
         }
+    }
+
+    /// The header as the five words it occupies on the wire, assembled field by field. Casting
+    /// the struct reads each word back from fields just stored one by one, which the CPU cannot
+    /// forward from its store buffer and waits for.
+    pub fn to_words(&self) -> [u64; HEADER_BYTES / 8] {
+        [
+            u64::from(self.magic)
+                | u64::from(self.version) << 16
+                | u64::from(self.algo) << 24
+                | u64::from(self.kind) << 32
+                | u64::from(self.dtype) << 40
+                | u64::from(self.flags) << 48,
+            u64::from(self.source) | u64::from(self.step) << 32,
+            self.op_id,
+            self.aux,
+            u64::from(self.payload_len) | u64::from(self.trailer_ranks) << 32,
+        ]
     }
 
     /// Sets the protocol-specific `aux` field.
@@ -402,13 +421,19 @@ pub fn encode_with_trailer(
     header.dtype = payload.dtype() as u8;
     header.payload_len = total as u32;
     header.trailer_ranks = trailer.len() as u32;
+    words.reserve(frame_words(total));
+    words.extend_from_slice(&header.to_words());
+    // Values of 8-byte elements without a trailer (most frames) go in as words: no byte copy,
+    // no padding to clear.
+    if let (ValuesRef::F64(_) | ValuesRef::U64(_), true) = (payload, trailer.is_empty()) {
+        words.extend_from_slice(bytemuck::cast_slice(payload_bytes));
+        return HEADER_BYTES + total;
+    }
     let start = words.len();
-    words.resize(start + frame_words(total), 0);
+    words.resize(start + (total).div_ceil(8), 0);
     let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut words[start..]);
-    dst[..HEADER_BYTES].copy_from_slice(bytemuck::bytes_of(&header));
-    let values_end = HEADER_BYTES + payload_bytes.len();
-    dst[HEADER_BYTES..values_end].copy_from_slice(payload_bytes);
-    dst[values_end..values_end + trailer_bytes.len()].copy_from_slice(trailer_bytes);
+    dst[..payload_bytes.len()].copy_from_slice(payload_bytes);
+    dst[payload_bytes.len()..total].copy_from_slice(trailer_bytes);
     HEADER_BYTES + total
 }
 
@@ -433,6 +458,24 @@ mod tests {
     #[test]
     fn header_is_forty_bytes() {
         assert_eq!(HEADER_BYTES, 40);
+        let header = FrameHeader {
+            dtype: 4,
+            flags: 0xA55A,
+            payload_len: 0x0102_0304,
+            trailer_ranks: 0x0506_0708,
+            ..FrameHeader::new(
+                AlgoId::Era,
+                7,
+                OpId(u64::MAX - 3),
+                Rank(0xDEAD_BEEF),
+                0x1234_5678,
+            )
+        }
+        .with_aux(0x1122_3344_5566_7788);
+        assert_eq!(
+            header.to_words(),
+            bytemuck::cast::<FrameHeader, [u64; 5]>(header)
+        );
     }
 
     #[test]
