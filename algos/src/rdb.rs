@@ -217,6 +217,21 @@ impl RecursiveDoubling {
         }
     }
 
+    /// [`RecursiveDoubling::new`], keeping its value in `storage`, a vector an earlier
+    /// instance gave back ([`RecursiveDoubling::into_storage`]): a loop of operations then
+    /// allocates nothing for its values.
+    pub fn with_storage(config: RdbConfig, storage: Values) -> RecursiveDoubling {
+        RecursiveDoubling {
+            value: storage,
+            ..RecursiveDoubling::new(config)
+        }
+    }
+
+    /// The value's allocation, for the next instance.
+    pub fn into_storage(self) -> Values {
+        self.value
+    }
+
     /// The exchange shape.
     pub fn shape(&self) -> RdbShape {
         self.shape
@@ -300,7 +315,7 @@ impl RecursiveDoubling {
         if self.phase != Phase::Idle {
             return;
         }
-        self.value = data.to_owned_values();
+        self.value.copy_from(data);
         self.contributions = 1;
         self.phase = Phase::Running;
         self.advance(out);
@@ -347,7 +362,7 @@ impl RecursiveDoubling {
     fn absorb(&mut self, kind: RdbKind, values: ValuesRef<'_>, contributions: u64) {
         match kind {
             RdbKind::Result => {
-                self.value = values.to_owned_values();
+                self.value.copy_from(values);
                 self.contributions = contributions;
             }
             RdbKind::Fold | RdbKind::Exchange => {

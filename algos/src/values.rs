@@ -209,6 +209,29 @@ impl<'a> ValuesRef<'a> {
 }
 
 impl Values {
+    /// Makes `self` a copy of `src`, reusing its allocation when the element types match.
+    pub fn copy_from(&mut self, src: ValuesRef<'_>) {
+        match (self, src) {
+            (Values::F64(dst), ValuesRef::F64(src)) => {
+                dst.clear();
+                dst.extend_from_slice(src);
+            }
+            (Values::U64(dst), ValuesRef::U64(src)) => {
+                dst.clear();
+                dst.extend_from_slice(src);
+            }
+            (Values::F32(dst), ValuesRef::F32(src)) => {
+                dst.clear();
+                dst.extend_from_slice(src);
+            }
+            (Values::RankIds(dst), ValuesRef::RankIds(src)) => {
+                dst.clear();
+                dst.extend_from_slice(src);
+            }
+            (dst, src) => *dst = src.to_owned_values(),
+        }
+    }
+
     /// A borrowed view.
     pub fn as_ref(&self) -> ValuesRef<'_> {
         match self {

@@ -23,7 +23,7 @@ use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig};
 use ftcoll_algos::era::{AgreeError, AgreedValue, Era, EraConfig, EraTopology};
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
-use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp, ValuesRef};
+use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp, Values, ValuesRef};
 
 use crate::control::client::ControlClient;
 use crate::control::{ControlError, OpReport};
@@ -203,6 +203,8 @@ pub struct Communicator {
     /// Where a finished collective writes its result before it is copied into the caller's
     /// vector: reused, so that a loop of small collectives does not allocate for it.
     result_scratch: Vec<f64>,
+    /// The value vector recursive doubling reuses from call to call.
+    rdb_storage: Values,
 }
 
 /// A resolver of peers' data-plane addresses through the control plane (connected after the
@@ -309,6 +311,7 @@ impl Communicator {
             members: None,
             era_topology,
             result_scratch: Vec::new(),
+            rdb_storage: Values::F64(Vec::new()),
         };
         // The agreement service exists from the start: peers' agreements may reach this rank
         // before it calls its first one.
@@ -539,8 +542,17 @@ impl Communicator {
     /// Allreduce of `data` in place by recursive doubling (000 Alg. 1), whatever the size.
     pub fn allreduce_rdb(&mut self, data: &mut [f64], op: ReduceOp) -> Result<Outcome, CommError> {
         let op_id = OpId(self.ops + 1);
-        let protocol = RecursiveDoubling::new(RdbConfig::exact(self.me(), self.size(), op, op_id));
-        self.run_collective(protocol, data)
+        let config = RdbConfig::exact(self.me(), self.size(), op, op_id);
+        // The value vector goes from one call to the next: a loop of calls allocates nothing.
+        let storage = std::mem::replace(&mut self.rdb_storage, Values::F64(Vec::new()));
+        let mut protocol = RecursiveDoubling::with_storage(config, storage);
+        let (outcome, owes_peers) = self.run_collective_in(&mut protocol, data, |_, _| {})?;
+        if owes_peers {
+            self.endpoint().linger(self.ops, Box::new(protocol));
+        } else {
+            self.rdb_storage = protocol.into_storage();
+        }
+        Ok(outcome)
     }
 
     /// Allreduce of `data` in place by direct exchange: every rank sends its input to every
@@ -660,12 +672,28 @@ impl Communicator {
         data: &mut [f64],
         inspect: impl FnOnce(&P, &mut Outcome),
     ) -> Result<Outcome, CommError> {
+        let (outcome, owes_peers) = self.run_collective_in(&mut protocol, data, inspect)?;
+        if owes_peers {
+            self.endpoint().linger(self.ops, Box::new(protocol));
+        }
+        Ok(outcome)
+    }
+
+    /// Runs one collective on a protocol the caller keeps; also says whether it still owes
+    /// peers answers (late corrections), in which case the caller must hand it over to linger
+    /// (served during later calls).
+    fn run_collective_in<P: Protocol>(
+        &mut self,
+        protocol: &mut P,
+        data: &mut [f64],
+        inspect: impl FnOnce(&P, &mut Outcome),
+    ) -> Result<(Outcome, bool), CommError> {
         let op_index = self.ops;
         self.ops += 1;
         // One lock for the operation and the failures it ends with.
         let mut endpoint = self.endpoint();
         let (end, stats) = endpoint.run(
-            &mut protocol,
+            protocol,
             op_index,
             op_index + 1,
             ValuesRef::F64(data),
@@ -690,12 +718,9 @@ impl Communicator {
                     excluded,
                     messages: stats.sent,
                 };
-                inspect(&protocol, &mut outcome);
-                // What it still owes peers (late corrections) is served during later calls.
-                if !(protocol.settled() && protocol.serve_until().is_none()) {
-                    self.endpoint().linger(op_index + 1, Box::new(protocol));
-                }
-                Ok(outcome)
+                inspect(protocol, &mut outcome);
+                let owes_peers = !(protocol.settled() && protocol.serve_until().is_none());
+                Ok((outcome, owes_peers))
             }
             OpEnd::Aborted => Err(CommError::PeerFailed {
                 failed: self.failed_ranks(),
