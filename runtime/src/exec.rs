@@ -515,7 +515,11 @@ impl<T: Transport> Endpoint<T> {
             );
             self.after_handle(&mut stats)?;
         }
-        let mut held = self.early.remove(&op_id).unwrap_or_default();
+        // Most operations find no held frames; the check keeps the map untouched then.
+        let mut held = match self.early_count {
+            0 => Vec::new(),
+            _ => self.early.remove(&op_id).unwrap_or_default(),
+        };
         for (world, words, len) in held.drain(..) {
             self.early_count -= 1;
             // Held with the sender's world rank: the group may have changed since (a shrink
@@ -532,8 +536,41 @@ impl<T: Transport> Endpoint<T> {
             self.spare_words.recycle(words);
             self.after_handle(&mut stats)?;
         }
-        self.spare_lists.recycle(held);
+        if held.capacity() > 0 {
+            self.spare_lists.recycle(held);
+        }
+        // An operation that needs none of the loop's other work (timers, the clock, lingering
+        // operations, scripted faults, telemetry, revocation) only receives and waits until
+        // news arrives: this is the latency path of small collectives, where every check
+        // costs a few percent.
+        let mut lean = !timed
+            && self.timers.is_empty()
+            && self.lingering.is_empty()
+            && !self.telemetry_on
+            && self.revoke_watch.is_none()
+            && !self.faults.has_state_flips()
+            && !self.faults.has_slowdown()
+            && !self.faults.time_sensitive();
         loop {
+            if lean && !matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
+                if self.control.has_news() || !self.timers.is_empty() {
+                    lean = false;
+                    continue;
+                }
+                turns = turns.wrapping_add(1);
+                if turns.is_multiple_of(DEADLINE_CHECK_TURNS) {
+                    let now = Instant::now();
+                    if now >= *deadline.get_or_insert(now + limit) {
+                        return Ok((OpEnd::TimedOut, stats));
+                    }
+                }
+                if self.receive(protocol, op_id, true, false, &mut stats)? > 0 {
+                    continue;
+                }
+                self.transport.progress()?;
+                self.transport.wait_within(limit, &mut deadline)?;
+                continue;
+            }
             if matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
                 let end = if protocol.phase() == Phase::Done {
                     OpEnd::Completed
@@ -610,10 +647,6 @@ impl<T: Transport> Endpoint<T> {
             }
             self.transport.progress()?;
             if !progressed && !matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
-                let op_deadline = match deadline {
-                    Some(at) => at,
-                    None => *deadline.insert(Instant::now() + limit),
-                };
                 let first_timer = self.timers.keys().next().map(|(t, _)| *t);
                 let first_timer = match self.next_lingering_timer() {
                     Some(at) => Some(first_timer.map_or(at, |t| t.min(at))),
@@ -621,8 +654,9 @@ impl<T: Transport> Endpoint<T> {
                 };
                 if first_timer.is_none() {
                     // The transport reads the clock only if nothing arrives at once.
-                    self.transport.wait_until(op_deadline)?;
+                    self.transport.wait_within(limit, &mut deadline)?;
                 } else {
+                    let op_deadline = *deadline.get_or_insert_with(|| Instant::now() + limit);
                     let next_timer =
                         first_timer.map(|t| Duration::from_nanos(t.0.saturating_sub(self.now().0)));
                     let until_deadline = op_deadline.saturating_duration_since(Instant::now());

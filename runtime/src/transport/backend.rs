@@ -79,6 +79,13 @@ impl Transport for Backend {
     fn wait_until(&mut self, deadline: std::time::Instant) -> Result<(), TransportError> {
         each!(self, t => t.wait_until(deadline))
     }
+    fn wait_within(
+        &mut self,
+        limit: Duration,
+        deadline: &mut Option<std::time::Instant>,
+    ) -> Result<(), TransportError> {
+        each!(self, t => t.wait_within(limit, deadline))
+    }
     fn waker(&self) -> Waker {
         each!(self, t => t.waker())
     }

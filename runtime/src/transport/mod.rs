@@ -418,6 +418,18 @@ pub trait Transport {
         ))
     }
 
+    /// [`Transport::wait_until`] for an operation whose deadline, `limit` from now, is set at
+    /// its first clock read. A transport that can look for arrivals without the clock reads it
+    /// (and sets `deadline`) only when nothing has arrived.
+    fn wait_within(
+        &mut self,
+        limit: Duration,
+        deadline: &mut Option<std::time::Instant>,
+    ) -> Result<(), TransportError> {
+        let at = *deadline.get_or_insert_with(|| std::time::Instant::now() + limit);
+        self.wait_until(at)
+    }
+
     /// A handle that wakes [`Transport::wait`] from another thread.
     fn waker(&self) -> Waker;
 

@@ -440,6 +440,18 @@ impl Transport for ShmTransport {
         self.wait_after_look(Some(deadline.saturating_duration_since(Instant::now())))
     }
 
+    fn wait_within(
+        &mut self,
+        limit: Duration,
+        deadline: &mut Option<Instant>,
+    ) -> Result<(), TransportError> {
+        if self.quick_look() {
+            return Ok(());
+        }
+        let at = *deadline.get_or_insert_with(|| Instant::now() + limit);
+        self.wait_after_look(Some(at.saturating_duration_since(Instant::now())))
+    }
+
     fn waker(&self) -> Waker {
         let segment = Arc::clone(&self.segment);
         let woken = Arc::clone(&self.woken);
