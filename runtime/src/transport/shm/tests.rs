@@ -323,26 +323,74 @@ fn ping_pong_round_trip() {
     let echo = thread::spawn(move || {
         let mut t = ShmTransport::new(peer_seg, Rank(1), Duration::from_millis(1)).unwrap();
         let mut seen = 0;
+        let mut echoed = Vec::new();
         while seen < rounds {
-            let mut got = Vec::new();
-            t.poll_recv(8, &mut |_, bytes| got.push(bytes.to_vec()))
+            let got = t
+                .poll_recv(1, &mut |_, bytes| {
+                    echoed.clear();
+                    echoed.extend_from_slice(bytes);
+                })
                 .unwrap();
-            for bytes in got {
-                t.send(Rank(0), &bytes).unwrap();
+            if got == 1 {
+                t.send(Rank(0), &echoed).unwrap();
                 seen += 1;
             }
         }
     });
     let mut t = ShmTransport::new(seg, Rank(0), Duration::from_millis(1)).unwrap();
     let frame = frame(0, 0, 1);
-    let start = Instant::now();
-    for _ in 0..rounds {
-        t.send(Rank(1), &frame).unwrap();
-        while t.poll_recv(1, &mut |_, _| {}).unwrap() == 0 {
-            std::hint::spin_loop();
+    // Batches of rounds, and the median batch: a preempted batch (this machine is shared)
+    // moves the median little where it would move a mean a lot.
+    const BATCH: u32 = 100;
+    let mut batches = Vec::with_capacity((rounds / BATCH) as usize);
+    for _ in 0..rounds / BATCH {
+        let start = Instant::now();
+        for _ in 0..BATCH {
+            t.send(Rank(1), &frame).unwrap();
+            while t.poll_recv(1, &mut |_, _| {}).unwrap() == 0 {
+                std::hint::spin_loop();
+            }
         }
+        batches.push(start.elapsed() / BATCH);
     }
-    let per = start.elapsed() / rounds;
+    batches.sort();
+    let per = batches[batches.len() / 2];
     echo.join().unwrap();
-    println!("shm round trip: {per:?}");
+    println!(
+        "shm round trip: {per:?} (median of {} batches of {BATCH})",
+        batches.len()
+    );
+}
+
+/// A reader that polls in bursts of every size, while a producer keeps its ring full of records
+/// of many sizes and pads, neither skips a frame nor reads a freed one twice.
+#[test]
+fn bursty_reader_never_rereads_or_skips() {
+    let seg = segment(3, 2, 1024);
+    let mut producer = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
+    let mut reader = ShmTransport::new(Arc::clone(&seg), Rank(1), Duration::ZERO).unwrap();
+    let (mut next, mut seq) = (0u32, 0u32);
+    let mut rng = 12345u64;
+    for _ in 0..20_000 {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let draw = (rng >> 33) as u32;
+        if !draw.is_multiple_of(3) {
+            producer
+                .send(Rank(1), &frame(0, seq, 1 + (seq as usize * 7) % 40))
+                .unwrap();
+            seq += 1;
+        } else {
+            reader
+                .poll_recv((draw % 5) as usize, &mut |_, bytes| {
+                    let f = Frame::decode(bytes).unwrap();
+                    assert_eq!(f.header.step, next, "a frame skipped or read twice");
+                    next += 1;
+                })
+                .unwrap();
+        }
+        producer.progress().unwrap();
+    }
+    assert!(next > 5_000, "the reader kept up: {next} of {seq}");
 }
