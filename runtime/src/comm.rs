@@ -798,12 +798,26 @@ impl Communicator {
 
 /// Pins this process to core `rank mod cores`, so ranks that share a core take turns on it
 /// instead of migrating.
+/// Pins this process to one of the cores it may run on (its affinity mask, which `taskset` or
+/// a batch system's cpuset may have narrowed), chosen by rank.
 fn bind_to_core(rank: u32) {
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let allowed = match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => set,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the cores this rank may use; running unbound");
+            return;
+        }
+    };
+    let cores: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&cpu| allowed.is_set(cpu))
+        .collect();
+    let Some(&core) = cores.get(rank as usize % cores.len().max(1)) else {
+        return;
+    };
     let mut set = rustix::thread::CpuSet::new();
-    set.set(rank as usize % cores);
+    set.set(core);
     if let Err(error) = rustix::thread::sched_setaffinity(None, &set) {
-        tracing::warn!(%error, "cannot bind to a core; running unbound");
+        tracing::warn!(%error, core, "cannot bind to a core; running unbound");
     }
 }
 

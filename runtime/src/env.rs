@@ -21,7 +21,7 @@
 //! | `FTCOLL_SPIN_US` | busy-wait budget before a waiting rank sleeps, in µs |
 //! | `FTCOLL_FAULTS` | scripted faults for this rank, `;`-separated `--fault` specs |
 //! | `FTCOLL_OP_TIMEOUT_MS` | a rank's time limit for one collective, in ms (default 600 000) |
-//! | `FTCOLL_BIND` | `core`: pin each rank to core `rank mod cores` (the launcher sets it when ranks outnumber cores, unless it is set; `none` keeps ranks free) |
+//! | `FTCOLL_BIND` | `core`: pin each rank to the (`rank` mod k)-th of the k cores it may run on (the launcher sets it unless it is set; `none` keeps ranks free) |
 //! | `FTCOLL_SHM_LANE_BYTES` | (launcher) ring bytes per shared-memory lane |
 //! | `FTCOLL_LOG` | log filter (tracing EnvFilter syntax); logs go to stderr |
 

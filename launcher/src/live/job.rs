@@ -197,10 +197,14 @@ pub fn run_with_console(
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(if n <= cores { 50 } else { 0 }),
-        // Ranks that outnumber cores take turns by yielding; pinned, each core keeps the same
-        // ranks and none migrates in the middle of an operation (the 8-byte allreduce at 4-16
-        // ranks on 2 cores: faster and steadier, see the README). The user's FTCOLL_BIND wins.
-        bind_cores: n > cores && std::env::var_os("FTCOLL_BIND").is_none(),
+        // Pinned ranks, as mpirun binds them. Ranks that outnumber cores take turns by
+        // yielding; pinned, each core keeps the same ranks and none migrates in the middle of
+        // an operation (the 8-byte allreduce at 4-16 ranks on 2 cores: faster and steadier).
+        // Ranks that fit spin; left free, two of them sometimes start on one core and stay
+        // there for tens of milliseconds, each spinning out its budget while the other waits
+        // (112 us per 2-rank allreduce instead of 0.3, in 6 of 20 runs; see the README). The
+        // user's FTCOLL_BIND wins.
+        bind_cores: std::env::var_os("FTCOLL_BIND").is_none(),
         faults: args.faults.join(";"),
         ofi_provider: args.ofi_provider.clone(),
         telemetry_ms: if console.as_ref().is_some_and(|c| c.telemetry()) {
