@@ -211,23 +211,15 @@ impl<'a> ValuesRef<'a> {
 impl Values {
     /// Makes `self` a copy of `src`, reusing its allocation when the element types match.
     pub fn copy_from(&mut self, src: ValuesRef<'_>) {
+        fn refill<T: Copy>(dst: &mut Vec<T>, src: &[T]) {
+            dst.clear();
+            dst.extend_from_slice(src);
+        }
         match (self, src) {
-            (Values::F64(dst), ValuesRef::F64(src)) => {
-                dst.clear();
-                dst.extend_from_slice(src);
-            }
-            (Values::U64(dst), ValuesRef::U64(src)) => {
-                dst.clear();
-                dst.extend_from_slice(src);
-            }
-            (Values::F32(dst), ValuesRef::F32(src)) => {
-                dst.clear();
-                dst.extend_from_slice(src);
-            }
-            (Values::RankIds(dst), ValuesRef::RankIds(src)) => {
-                dst.clear();
-                dst.extend_from_slice(src);
-            }
+            (Values::F64(dst), ValuesRef::F64(src)) => refill(dst, src),
+            (Values::U64(dst), ValuesRef::U64(src)) => refill(dst, src),
+            (Values::F32(dst), ValuesRef::F32(src)) => refill(dst, src),
+            (Values::RankIds(dst), ValuesRef::RankIds(src)) => refill(dst, src),
             (dst, src) => *dst = src.to_owned_values(),
         }
     }
