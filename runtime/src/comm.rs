@@ -205,9 +205,6 @@ pub struct Communicator {
     result_scratch: Vec<f64>,
     /// The value vector recursive doubling reuses from call to call.
     rdb_storage: Values,
-    /// World ranks that FTCO calls without notices found dead by their own timeouts, ascending
-    /// (at most the job's size): later such calls leave them out of their trees.
-    pub(crate) ftco_found_dead: Vec<u32>,
 }
 
 /// A resolver of peers' data-plane addresses through the control plane (connected after the
@@ -315,7 +312,6 @@ impl Communicator {
             era_topology,
             result_scratch: Vec::new(),
             rdb_storage: Values::F64(Vec::new()),
-            ftco_found_dead: Vec::new(),
         };
         // The agreement service exists from the start: peers' agreements may reach this rank
         // before it calls its first one.

@@ -2,15 +2,12 @@
 //!
 //! The operation routes around failed ranks inside itself: a rank that does not acknowledge
 //! within the detection timeout is taken as dead and skipped (its parent, or its children, take
-//! its place). Ranks an earlier call found dead are left out of the tree from the start, so
-//! only the first operation after a failure pays a timeout.
+//! its place). Ranks the launcher confirmed dead before the call are left out of the tree from
+//! the start, so only the first operation after a failure pays a timeout.
 //!
-//! The paper detects failures by timeouts alone, and so does a call without
-//! [`FtcoCall::notices`]: the launcher's notices reach neither the operation nor the tree it
-//! starts with (a rank that began an operation after the notice used to leave the dead rank
-//! out from the start, so whether a fault cost a timeout depended on who started first). With
-//! notices, the launcher's knowledge speeds both up: a notice is never wrong, because the
-//! launcher kills a rank before it reports it. Without notices, a rank that is only slow may time out and be left out of this
+//! The paper detects failures by timeouts alone. The launcher's failure notices can speed that
+//! up ([`FtcoCall::notices`]): a notice is never wrong, because the launcher kills a rank before
+//! it reports it. Without notices, a rank that is only slow may time out and be left out of this
 //! operation's result while it is alive. Definition 3.2 admits that only for ranks that failed,
 //! so choose a timeout well above the machine's scheduling delays.
 
@@ -83,10 +80,7 @@ impl Communicator {
         call: &FtcoCall,
     ) -> Result<Outcome, CommError> {
         let members = self.members();
-        let failed = match call.notices {
-            true => self.failed_ranks(),
-            false => self.ftco_found_dead.clone(),
-        };
+        let failed = self.failed_ranks();
         let known_dead: Vec<Rank> = (0..members.len() as u32)
             .filter(|&i| failed.binary_search(&members[i as usize]).is_ok())
             .map(Rank)
@@ -117,24 +111,11 @@ impl Communicator {
             }
         };
         if call.notices {
-            return self.run_collective_then(engine, data, excluded);
-        }
-        // The ranks this call found dead (member indices), for the next calls' trees.
-        let mut found: Vec<u32> = Vec::new();
-        let outcome =
+            self.run_collective_then(engine, data, excluded)
+        } else {
             self.run_collective_then(TimeoutsOnly(engine), data, |p: &TimeoutsOnly, o| {
-                found = p.0.known_dead().to_vec();
                 excluded(&p.0, o)
-            })?;
-        let members = self.members();
-        let found_world = found
-            .iter()
-            .filter_map(|&i| members.get(i as usize).copied());
-        for world in found_world {
-            if let Err(at) = self.ftco_found_dead.binary_search(&world) {
-                self.ftco_found_dead.insert(at, world);
-            }
+            })
         }
-        Ok(outcome)
     }
 }
