@@ -90,13 +90,18 @@ fn bcast_and_reduce_route_around_an_inner_rank() {
 
 /// `bench ftco` end to end at small sizes: every configuration completes, and a faulty
 /// operation that detects by timeouts alone cannot end before one detection timeout.
+///
+/// The median of three runs: in a single run, survivors that begin the faulty operation after
+/// the launcher's notice of the death leave the dead rank out from the start (as the README's
+/// FTCO section describes) and finish in about a millisecond; at n = 8 that happened in 4 of
+/// 16 runs.
 #[test]
 fn bench_ftco_runs_table1_and_fig6() {
     let _job = common::serialize();
     let path = common::scratch("bench_ftco.json");
     let out = common::launcher()
         .args(["bench", "ftco", "--sizes", "8", "--fig6-sizes", "8"])
-        .args(["--repeat", "1", "--detect-timeout", "20ms", "--json"])
+        .args(["--repeat", "3", "--detect-timeout", "20ms", "--json"])
         .arg(&path)
         .output()
         .unwrap();
@@ -118,7 +123,7 @@ fn bench_ftco_runs_table1_and_fig6() {
         ["no faults", "1 fault", "2 parallel", "2 serial", "3 mixed"]
     );
     for row in table1.iter().chain(json["fig6"].as_array().unwrap()) {
-        assert_eq!(row["runs_ok"], 1, "{row}");
+        assert_eq!(row["runs_ok"], 3, "{row}");
     }
     for row in &table1[1..] {
         assert!(row["fault_op_us"].as_f64().unwrap() >= 20_000.0, "{row}");
