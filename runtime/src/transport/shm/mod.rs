@@ -414,32 +414,37 @@ impl Transport for ShmTransport {
         let ranks = self.segment.geometry().ranks;
         let active = self.segment.active_lanes(self.me).load(Ordering::Acquire);
         let mut handled = 0;
-        for i in 0..lanes {
-            if handled >= max_frames {
-                break;
-            }
-            let lane_index = (self.next_lane + i) % lanes;
-            if active & (1u64 << lane_index) == 0 {
-                continue;
-            }
-            let lane = self.segment.lane(self.me, lane_index);
-            let drained = ring::drain(&lane, max_frames - handled, &mut |from, bytes| {
-                // A sender id outside the job can only come from corrupted memory; the frame
-                // is still delivered as coming from "nobody" would be wrong, so drop it.
-                if from < ranks {
-                    handler(Rank(from), bytes);
+        // The active lanes from `next_lane` up, then those below it: a bit scan, so a poll
+        // costs nothing per idle lane.
+        let from_next = !0u64 << self.next_lane;
+        for mut pending in [active & from_next, active & !from_next] {
+            while pending != 0 && handled < max_frames {
+                let lane_index = pending.trailing_zeros();
+                pending &= pending - 1;
+                let lane = self.segment.lane(self.me, lane_index);
+                let drained = ring::drain(&lane, max_frames - handled, &mut |from, bytes| {
+                    // A sender id outside the job can only come from corrupted memory; the
+                    // frame is still delivered as coming from "nobody" would be wrong, so drop
+                    // it.
+                    if from < ranks {
+                        handler(Rank(from), bytes);
+                    }
+                });
+                if drained.corrupt {
+                    self.corrupt_lanes += 1;
+                    tracing::warn!(
+                        lane = lane_index,
+                        "skipped a corrupt record in the shared-memory inbox"
+                    );
                 }
-            });
-            if drained.corrupt {
-                self.corrupt_lanes += 1;
-                tracing::warn!(
-                    lane = lane_index,
-                    "skipped a corrupt record in the shared-memory inbox"
-                );
+                handled += drained.frames;
             }
-            handled += drained.frames;
         }
-        self.next_lane = (self.next_lane + 1) % lanes;
+        self.next_lane = if self.next_lane + 1 == lanes {
+            0
+        } else {
+            self.next_lane + 1
+        };
         Ok(handled)
     }
 

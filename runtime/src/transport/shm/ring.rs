@@ -60,7 +60,7 @@ pub fn push(lane: &Lane<'_>, from: u32, frame: &[u8], publish: Publish) -> bool 
     let need = record_bytes(frame.len());
     // Relaxed suffices: the lease CAS (acquire) ordered us after the previous holder's release.
     let tail = lane.tail.load(Ordering::Relaxed);
-    let at = (tail % lane.capacity as u64) as usize;
+    let at = lane.offset(tail);
     let to_end = lane.capacity - at;
     let pad = if need > to_end { to_end } else { 0 };
     // The consumer's `head` lives on its own cache line; reading it every push would pull that
@@ -123,7 +123,7 @@ pub fn drain(lane: &Lane<'_>, max: usize, handler: &mut dyn FnMut(u32, &[u8])) -
     let mut drained = Drained::default();
     // Each pass consumes one record or ends; `max` bounds the frames, the ring bounds the pads.
     while drained.frames < max {
-        let at = (head % lane.capacity as u64) as usize;
+        let at = lane.offset(head);
         let word: &AtomicU64 = lane.header(at);
         let header = word.load(Ordering::Acquire);
         if header & READY == 0 {
@@ -156,7 +156,7 @@ pub fn drain(lane: &Lane<'_>, max: usize, handler: &mut dyn FnMut(u32, &[u8])) -
 /// Whether the lane holds a published record at its head.
 pub fn has_records(lane: &Lane<'_>) -> bool {
     let head = lane.head.load(Ordering::Relaxed);
-    let at = (head % lane.capacity as u64) as usize;
+    let at = lane.offset(head);
     // SeqCst: the receiver's side of the doorbell handshake (see `push`); as cheap as acquire
     // on x86.
     lane.header(at).load(Ordering::SeqCst) & READY != 0
@@ -173,7 +173,7 @@ pub fn reclaim_after_published(lane: &Lane<'_>) {
     let mut end = head;
     // Walks at most one ring of records.
     while end - head < capacity {
-        let at = (end % capacity) as usize;
+        let at = lane.offset(end);
         let header = lane.header(at).load(Ordering::Acquire);
         if header & READY == 0 {
             break;
@@ -191,8 +191,7 @@ pub fn reclaim_after_published(lane: &Lane<'_>) {
     }
     let mut free = end;
     while free < head + capacity {
-        lane.header((free % capacity) as usize)
-            .store(0, Ordering::Relaxed);
+        lane.header(lane.offset(free)).store(0, Ordering::Relaxed);
         free += LINE as u64;
     }
     lane.tail.store(end, Ordering::Relaxed);

@@ -39,7 +39,8 @@ pub struct Geometry {
     pub ranks: u32,
     /// Lanes per inbox: how many senders can write to one receiver at the same moment.
     pub lanes: u32,
-    /// Ring bytes per lane (a multiple of 64): the largest frame is a little less.
+    /// Ring bytes per lane (a power of two, at least 256): the largest frame is a little less
+    /// than half.
     pub lane_bytes: u32,
 }
 
@@ -64,9 +65,11 @@ impl Geometry {
                 self.ranks, self.lanes
             )));
         }
-        if self.lane_bytes < 256 || !(self.lane_bytes as usize).is_multiple_of(LINE) {
+        // A power of two turns every ring position into a mask, not a division: the receive
+        // path computes one per poll.
+        if self.lane_bytes < 256 || !self.lane_bytes.is_power_of_two() {
             return Err(TransportError::Segment(format!(
-                "lane size {} must be a multiple of 64 and at least 256 bytes",
+                "lane size {} must be a power of two and at least 256 bytes",
                 self.lane_bytes
             )));
         }
@@ -342,11 +345,16 @@ pub struct Lane<'a> {
     pub head: &'a AtomicU64,
     segment: &'a Segment,
     ring_offset: usize,
-    /// Ring bytes.
+    /// Ring bytes (a power of two).
     pub capacity: usize,
 }
 
 impl<'a> Lane<'a> {
+    /// The ring offset of `position` (a count of bytes ever produced or consumed).
+    pub fn offset(&self, position: u64) -> usize {
+        (position & (self.capacity as u64 - 1)) as usize
+    }
+
     /// The record header word at ring offset `at` (a multiple of 64).
     pub fn header(&self, at: usize) -> &'a AtomicU64 {
         assert!(
