@@ -217,19 +217,42 @@ impl RecursiveDoubling {
         }
     }
 
-    /// [`RecursiveDoubling::new`], keeping its value in `storage`, a vector an earlier
-    /// instance gave back ([`RecursiveDoubling::into_storage`]): a loop of operations then
-    /// allocates nothing for its values.
-    pub fn with_storage(config: RdbConfig, storage: Values) -> RecursiveDoubling {
-        RecursiveDoubling {
-            value: storage,
-            ..RecursiveDoubling::new(config)
-        }
-    }
-
-    /// The value's allocation, for the next instance.
-    pub fn into_storage(self) -> Values {
-        self.value
+    /// Makes this instance what [`RecursiveDoubling::new`] would make of `config`, in place,
+    /// keeping the value's and held messages' allocations: a loop of operations that reuses
+    /// one instance allocates nothing and moves no protocol state around.
+    pub fn restart(&mut self, config: RdbConfig) {
+        let shape = if config.size == self.config.size {
+            self.shape
+        } else {
+            RdbShape::new(config.size)
+        };
+        self.exchanges = config
+            .max_exchanges
+            .map_or(shape.exchanges, |m| m.min(shape.exchanges));
+        // Field by field: the caller has just built `config` with narrow stores, and a wide
+        // copy of it would wait for them to drain instead of forwarding from them.
+        let RdbConfig {
+            rank,
+            size,
+            op,
+            op_id,
+            max_exchanges,
+            approximate,
+        } = config;
+        self.config.rank = rank;
+        self.config.size = size;
+        self.config.op = op;
+        self.config.op_id = op_id;
+        self.config.max_exchanges = max_exchanges;
+        self.config.approximate = approximate;
+        self.shape = shape;
+        self.phase = Phase::Idle;
+        self.cursor = 0;
+        self.sent_current = false;
+        self.value.clear();
+        self.contributions = 0;
+        self.early.clear();
+        self.counters = Counters::default();
     }
 
     /// The exchange shape.

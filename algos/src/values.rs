@@ -209,6 +209,16 @@ impl<'a> ValuesRef<'a> {
 }
 
 impl Values {
+    /// Empties the vector, keeping its element type and allocation.
+    pub fn clear(&mut self) {
+        match self {
+            Values::F64(v) => v.clear(),
+            Values::F32(v) => v.clear(),
+            Values::U64(v) => v.clear(),
+            Values::RankIds(v) => v.clear(),
+        }
+    }
+
     /// Makes `self` a copy of `src`, reusing its allocation when the element types match.
     pub fn copy_from(&mut self, src: ValuesRef<'_>) {
         fn refill<T: Copy>(dst: &mut Vec<T>, src: &[T]) {

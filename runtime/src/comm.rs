@@ -23,7 +23,7 @@ use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig};
 use ftcoll_algos::era::{AgreeError, AgreedValue, Era, EraConfig, EraTopology};
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
-use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp, Values, ValuesRef};
+use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp, ValuesRef};
 
 use crate::control::client::ControlClient;
 use crate::control::{ControlError, OpReport};
@@ -204,7 +204,9 @@ pub struct Communicator {
     /// vector: reused, so that a loop of small collectives does not allocate for it.
     result_scratch: Vec<f64>,
     /// The value vector recursive doubling reuses from call to call.
-    rdb_storage: Values,
+    /// The recursive-doubling instance, restarted in place by every call (see
+    /// [`Communicator::allreduce_rdb`]); `None` while one lingers or before the first call.
+    rdb: Option<Box<RecursiveDoubling>>,
 }
 
 /// A resolver of peers' data-plane addresses through the control plane (connected after the
@@ -311,7 +313,7 @@ impl Communicator {
             members: None,
             era_topology,
             result_scratch: Vec::new(),
-            rdb_storage: Values::F64(Vec::new()),
+            rdb: None,
         };
         // The agreement service exists from the start: peers' agreements may reach this rank
         // before it calls its first one.
@@ -543,14 +545,21 @@ impl Communicator {
     pub fn allreduce_rdb(&mut self, data: &mut [f64], op: ReduceOp) -> Result<Outcome, CommError> {
         let op_id = OpId(self.ops + 1);
         let config = RdbConfig::exact(self.me(), self.size(), op, op_id);
-        // The value vector goes from one call to the next: a loop of calls allocates nothing.
-        let storage = std::mem::replace(&mut self.rdb_storage, Values::F64(Vec::new()));
-        let mut protocol = RecursiveDoubling::with_storage(config, storage);
-        let (outcome, owes_peers) = self.run_collective_in(&mut protocol, data, |_, _| {})?;
+        // One instance goes from one call to the next, restarted in place: a loop of calls
+        // allocates nothing and moves no protocol state (this is the small-allreduce latency
+        // path, where a copy of the state costs a few percent).
+        let mut protocol = match self.rdb.take() {
+            Some(mut protocol) => {
+                protocol.restart(config);
+                protocol
+            }
+            None => Box::new(RecursiveDoubling::new(config)),
+        };
+        let (outcome, owes_peers) = self.run_collective_in(&mut *protocol, data, |_, _| {})?;
         if owes_peers {
-            self.endpoint().linger(self.ops, Box::new(protocol));
+            self.endpoint().linger(self.ops, protocol);
         } else {
-            self.rdb_storage = protocol.into_storage();
+            self.rdb = Some(protocol);
         }
         Ok(outcome)
     }

@@ -5,8 +5,14 @@ use super::*;
 /// A minimal synchronous driver: FIFO delivery, no faults. The simulator is the real driver;
 /// this one keeps the protocol's unit tests free of the runtime crate.
 fn run(configs: Vec<RdbConfig>, inputs: &[f64]) -> Vec<RecursiveDoubling> {
-    let mut ranks: Vec<RecursiveDoubling> =
-        configs.into_iter().map(RecursiveDoubling::new).collect();
+    run_on(
+        configs.into_iter().map(RecursiveDoubling::new).collect(),
+        inputs,
+    )
+}
+
+/// [`run`] on instances the caller made (fresh or restarted).
+fn run_on(mut ranks: Vec<RecursiveDoubling>, inputs: &[f64]) -> Vec<RecursiveDoubling> {
     let mut queue: VecDeque<(Rank, Rank, Vec<u64>, usize)> = VecDeque::new();
     let mut out = Outbox::new();
     let collect = |from: Rank, out: &mut Outbox, queue: &mut VecDeque<_>| {
@@ -67,6 +73,60 @@ fn every_size_up_to_70_sums_exactly() {
             .map(|r| r.status().counters.messages_sent)
             .sum();
         assert_eq!(sent, RdbShape::new(n).messages(), "n={n}");
+    }
+}
+
+#[test]
+fn a_restarted_instance_is_a_fresh_one() {
+    // Used instances of every kind: finished, approximate, and one holding an early message.
+    let mut used = run(exact(6), &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let mut early = RecursiveDoubling::new(RdbConfig::exact(Rank(0), 4, ReduceOp::Max, OpId(3)));
+    let mut out = Outbox::new();
+    let header = FrameHeader::new(AlgoId::Rdb, RdbKind::Exchange as u8, OpId(3), Rank(2), 2);
+    let words = crate::wire::encode(header.with_aux(1), ValuesRef::F64(&[9.0]));
+    let frame = Frame::decode(&words).unwrap();
+    early.handle(
+        Time::ZERO,
+        Input::Message {
+            from: Rank(2),
+            frame,
+        },
+        &mut out,
+    );
+    assert_eq!(early.early.len(), 1, "the frame is held for a later step");
+    used.push(early);
+    used.push(RecursiveDoubling::new(RdbConfig::approximate(
+        Rank(1),
+        8,
+        ReduceOp::Sum,
+        OpId(9),
+        Some(1),
+    )));
+    // Restarted for a 5-rank operation, each equals a new instance field for field...
+    let configs: Vec<RdbConfig> = (0..5)
+        .map(|r| RdbConfig::exact(Rank(r), 5, ReduceOp::Sum, OpId(42)))
+        .collect();
+    let restarted: Vec<RecursiveDoubling> = used
+        .into_iter()
+        .take(5)
+        .zip(&configs)
+        .map(|(mut rank, &config)| {
+            rank.restart(config);
+            assert_eq!(
+                format!("{rank:?}"),
+                format!("{:?}", RecursiveDoubling::new(config))
+            );
+            rank
+        })
+        .collect();
+    // ...and runs the same operation to the same end.
+    let inputs = [1.0, 2.0, 4.0, 8.0, 16.0];
+    let ranks = run_on(restarted, &inputs);
+    let fresh = run(configs, &inputs);
+    for (rank, want) in ranks.iter().zip(&fresh) {
+        assert_eq!(rank.phase(), Phase::Done);
+        assert_eq!(rank.value(), &Values::F64(vec![31.0]));
+        assert_eq!(rank.status(), want.status());
     }
 }
 
