@@ -22,7 +22,7 @@
 //! | `FTCOLL_FAULTS` | scripted faults for this rank, `;`-separated `--fault` specs |
 //! | `FTCOLL_OP_TIMEOUT_MS` | a rank's time limit for one collective, in ms (default 600 000) |
 //! | `FTCOLL_BIND` | `core`: pin each rank to the (`rank` mod k)-th of the k cores it may run on (the launcher sets it unless it is set; `none` keeps ranks free) |
-//! | `FTCOLL_SHM_LANE_BYTES` | (launcher) ring bytes per shared-memory lane |
+//! | `FTCOLL_SHM_LANE_BYTES` | (launcher) ring bytes per shared-memory lane (a power of two, at least 256) |
 //! | `FTCOLL_LOG` | log filter (tracing EnvFilter syntax); logs go to stderr |
 
 use std::net::{IpAddr, Ipv4Addr};
