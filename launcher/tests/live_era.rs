@@ -232,3 +232,42 @@ fn a_computing_rank_answers_for_an_agreement_it_left() {
     assert!(stderr.contains("1 of 4 ranks failed"), "{stderr}");
     assert!(!stderr.contains("rank 0 exited"), "{stderr}");
 }
+
+/// A revocation ends a collective that is waiting for the revoking rank (see
+/// `examples/revoke_in_allreduce.rs`): rank 0 revokes instead of joining an allreduce, and the
+/// three ranks inside it leave with `Revoked`. A rank that missed the revocation would wait out
+/// its 20 s operation limit and fail the job.
+#[test]
+fn a_revocation_ends_an_allreduce_in_progress() {
+    let _job = common::serialize();
+    let example = std::path::Path::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
+        .parent()
+        .unwrap()
+        .join("examples/revoke_in_allreduce");
+    assert!(
+        example.exists(),
+        "example not built at {}",
+        example.display()
+    );
+    let started = std::time::Instant::now();
+    let out = common::launcher()
+        .args(["-n", "4", "--no-tui", "--timeout-s", "60", "--"])
+        .arg(&example)
+        .env("FTCOLL_OP_TIMEOUT_MS", "20000")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("rank 0 revoked"), "{stdout}\n{stderr}");
+    let ended = stdout
+        .lines()
+        .filter(|l| l.contains("ended with the revocation"))
+        .count();
+    assert_eq!(ended, 3, "{stdout}\n{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the revocation took the operation limit: {:?}",
+        started.elapsed()
+    );
+}

@@ -540,14 +540,14 @@ impl<T: Transport> Endpoint<T> {
             self.spare_lists.recycle(held);
         }
         // An operation that needs none of the loop's other work (timers, the clock, lingering
-        // operations, scripted faults, telemetry, revocation) only receives and waits until
-        // news arrives: this is the latency path of small collectives, where every check
-        // costs a few percent.
+        // operations, scripted faults, telemetry) only receives and waits until news arrives:
+        // this is the latency path of small collectives, where every check costs a few
+        // percent. A revocation reaches it only in a frame, so it looks for one only after
+        // handling frames.
         let mut lean = !timed
             && self.timers.is_empty()
             && self.lingering.is_empty()
             && !self.telemetry_on
-            && self.revoke_watch.is_none()
             && !self.faults.has_state_flips()
             && !self.faults.has_slowdown()
             && !self.faults.time_sensitive();
@@ -565,6 +565,9 @@ impl<T: Transport> Endpoint<T> {
                     }
                 }
                 if self.receive(protocol, op_id, true, false, &mut stats)? > 0 {
+                    if self.revoke_watch.is_some() && self.is_revoked() {
+                        return Ok((OpEnd::Revoked, stats));
+                    }
                     continue;
                 }
                 self.transport.progress()?;
