@@ -186,6 +186,7 @@ impl Outbox {
     }
 
     /// Queues a frame for `to`.
+    #[inline(always)]
     pub fn send(&mut self, to: Rank, header: FrameHeader, payload: ValuesRef<'_>) {
         let first_word = self.words.len() as u32;
         let len_bytes = encode_into(&mut self.words, header, payload) as u32;

@@ -172,6 +172,7 @@ impl FrameHeader {
     /// The header as the five words it occupies on the wire, assembled field by field. Casting
     /// the struct reads each word back from fields just stored one by one, which the CPU cannot
     /// forward from its store buffer and waits for.
+    #[inline(always)]
     pub fn to_words(&self) -> [u64; HEADER_BYTES / 8] {
         [
             u64::from(self.magic)
@@ -404,11 +405,13 @@ pub fn frame_words(payload_bytes: usize) -> usize {
 
 /// Appends one encoded frame to `words` (8-byte aligned, zero-padded) and returns its length in
 /// bytes. The header's `dtype` and `payload_len` are set from `payload`.
+#[inline(always)]
 pub fn encode_into(words: &mut Vec<u64>, header: FrameHeader, payload: ValuesRef<'_>) -> usize {
     encode_with_trailer(words, header, payload, &[])
 }
 
 /// [`encode_into`] with a rank trailer after the values.
+#[inline(always)]
 pub fn encode_with_trailer(
     words: &mut Vec<u64>,
     mut header: FrameHeader,
