@@ -404,7 +404,7 @@ impl RecursiveDoubling {
     }
 
     fn on_message(&mut self, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
-        let (kind, number, values) = match self.accept(from, &frame) {
+        let (kind, number, at_cursor, values) = match self.accept(from, &frame) {
             Ok(accepted) => accepted,
             Err(error) => {
                 self.counters.frames_rejected += 1;
@@ -414,9 +414,7 @@ impl RecursiveDoubling {
         };
         self.counters.messages_received += 1;
         let contributions = frame.header.aux;
-        let current = self.step_at(self.cursor);
-        let for_current_step = self.phase == Phase::Running
-            && current.is_some_and(|s| s.number == number && (!s.sends || self.sent_current));
+        let for_current_step = self.phase == Phase::Running && at_cursor;
         if for_current_step {
             // The common case: combine in place, reading straight from the frame.
             self.absorb(kind, values, contributions);
@@ -435,12 +433,13 @@ impl RecursiveDoubling {
 
     /// Validates a frame against the schedule: right protocol and operation, a known kind, a step
     /// still ahead of us, from the partner of that step, not a duplicate, and a payload of the
-    /// local shape.
+    /// local shape. Also says whether the frame is for the current step, ready to absorb (its
+    /// send, if any, has gone out).
     fn accept<'f>(
         &self,
         from: Rank,
         frame: &Frame<'f>,
-    ) -> Result<(RdbKind, u32, ValuesRef<'f>), FrameError> {
+    ) -> Result<(RdbKind, u32, bool, ValuesRef<'f>), FrameError> {
         frame.check(self.algo(), self.config.op_id)?;
         let unexpected = |what| FrameError::Unexpected { from: from.0, what };
         let kind = RdbKind::from_u8(frame.header.kind).ok_or(FrameError::UnknownKind {
@@ -451,14 +450,13 @@ impl RecursiveDoubling {
             return Err(unexpected("header source differs from the sending rank"));
         }
         let number = frame.header.step;
-        let index = (self.cursor..self.schedule_len())
-            .find(|&i| {
+        // Step numbers are unique in a schedule: one lookup finds the step and its position.
+        let (index, step) = (self.cursor..self.schedule_len())
+            .find_map(|i| {
                 self.step_at(i)
-                    .is_some_and(|s| s.number == number && s.receives)
+                    .filter(|s| s.number == number && s.receives)
+                    .map(|s| (i, s))
             })
-            .ok_or(unexpected("no pending receive for this step"))?;
-        let step = self
-            .step_at(index)
             .ok_or(unexpected("no pending receive for this step"))?;
         if step.kind != kind || step.partner != from {
             return Err(unexpected("not the partner of this step"));
@@ -472,7 +470,8 @@ impl RecursiveDoubling {
         {
             return Err(unexpected("payload does not match the local vector"));
         }
-        Ok((kind, number, values))
+        let at_cursor = index == self.cursor && (!step.sends || self.sent_current);
+        Ok((kind, number, at_cursor, values))
     }
 
     fn on_fault(&mut self, fault: LocalFault, out: &mut Outbox) {
