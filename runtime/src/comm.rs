@@ -708,7 +708,13 @@ impl Communicator {
             ValuesRef::F64(data),
             self.op_timeout,
         )?;
-        let excluded: Vec<Rank> = endpoint.failed().iter().copied().map(Rank).collect();
+        let failed = endpoint.failed();
+        // No iterator to build in a failure-free job (this is the small-collective latency path).
+        let excluded: Vec<Rank> = if failed.is_empty() {
+            Vec::new()
+        } else {
+            failed.iter().copied().map(Rank).collect()
+        };
         drop(endpoint);
         match end {
             OpEnd::Completed => {

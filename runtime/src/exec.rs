@@ -503,8 +503,14 @@ impl<T: Transport> Endpoint<T> {
         };
         protocol.handle(start, Input::Start { data: input }, &mut self.outbox);
         self.after_handle(&mut stats)?;
-        // Failures known before the operation are inputs like any other.
-        for &world in &self.failed.clone() {
+        // Failures known before the operation are inputs like any other. (A copy, since the
+        // loop may learn more; none to make in a failure-free job.)
+        let known_failed = if self.failed.is_empty() {
+            BTreeSet::new()
+        } else {
+            self.failed.clone()
+        };
+        for &world in &known_failed {
             let Some(rank) = Endpoint::<T>::local(&self.group, world) else {
                 continue;
             };
