@@ -423,7 +423,8 @@ impl<T: Transport> Endpoint<T> {
         }
         self.after_handle(stats)?;
         let next = self.next_op_id;
-        progressed |= self.receive(&mut BetweenOperations, next, false, true, stats)? > 0;
+        progressed |=
+            self.receive::<_, RECV_BATCH>(&mut BetweenOperations, next, false, true, stats)? > 0;
         progressed |= self.fire_lingering_timers(stats)?;
         self.transport.progress()?;
         Ok(progressed)
@@ -570,7 +571,10 @@ impl<T: Transport> Endpoint<T> {
                         return Ok((OpEnd::TimedOut, stats));
                     }
                 }
-                if self.receive(protocol, op_id, true, false, &mut stats)? > 0 {
+                // One frame per poll: a poll for a batch looks at the next record after the
+                // frame that completes the operation, pulling in a line its producer may be
+                // writing, on the latency path (n = 2: 0.234 -> 0.227 us per operation).
+                if self.receive::<P, 1>(protocol, op_id, true, false, &mut stats)? > 0 {
                     if self.revoke_watch.is_some() && self.is_revoked() {
                         return Ok((OpEnd::Revoked, stats));
                     }
@@ -611,7 +615,8 @@ impl<T: Transport> Endpoint<T> {
                 // Data first: whatever a dead rank published before it died is already visible
                 // (its publish happened before the launcher reaped it and told us), and a
                 // collective that can complete with it should.
-                progressed |= self.receive(protocol, op_id, true, timed, &mut stats)? > 0;
+                progressed |=
+                    self.receive::<P, RECV_BATCH>(protocol, op_id, true, timed, &mut stats)? > 0;
                 for world in self.absorb_failures() {
                     if let Some(rank) = Endpoint::<T>::local(&self.group, world) {
                         protocol.handle(
@@ -634,7 +639,8 @@ impl<T: Transport> Endpoint<T> {
                     self.after_handle(&mut stats)?;
                 }
             }
-            progressed |= self.receive(protocol, op_id, true, timed, &mut stats)? > 0;
+            progressed |=
+                self.receive::<P, RECV_BATCH>(protocol, op_id, true, timed, &mut stats)? > 0;
             if self.revoke_watch.is_some() && self.is_revoked() {
                 return Ok((OpEnd::Revoked, stats));
             }
@@ -678,8 +684,8 @@ impl<T: Transport> Endpoint<T> {
 
     /// Hands arrived frames to the protocol; returns how many were handled. `running`: the
     /// protocol is operation `op_id`'s; otherwise no operation runs and `op_id` is the next one,
-    /// whose frames are held with the later ones'.
-    fn receive<P: Protocol>(
+    /// whose frames are held with the later ones'. At most `BATCH` frames per call.
+    fn receive<P: Protocol, const BATCH: usize>(
         &mut self,
         protocol: &mut P,
         op_id: u64,
@@ -712,7 +718,7 @@ impl<T: Transport> Endpoint<T> {
         // One timestamp per batch, taken when its first frame is handled: frames that arrived
         // together are handled "now", and an empty poll costs no clock read.
         let mut batch_time: Option<(Time, Option<Duration>)> = None;
-        transport.poll_recv(RECV_BATCH, &mut |from, bytes| {
+        transport.poll_recv(BATCH, &mut |from, bytes| {
             handled += 1;
             let (now, slow) = *batch_time.get_or_insert_with(|| {
                 if !clock {
@@ -904,7 +910,13 @@ impl<T: Transport> Endpoint<T> {
                 self.notify_lingering(rank, &mut stats)?;
             }
             let next = next_op_id.max(self.next_op_id);
-            let handled = self.receive(&mut BetweenOperations, next, false, true, &mut stats)?;
+            let handled = self.receive::<_, RECV_BATCH>(
+                &mut BetweenOperations,
+                next,
+                false,
+                true,
+                &mut stats,
+            )?;
             let fired = self.fire_lingering_timers(&mut stats)?;
             self.transport.progress()?;
             if handled == 0 && !fired {
