@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{launcher, scratch, serialize};
+use common::{example, launcher, scratch, serialize};
 
 /// Runs a job to completion (at most 60 s) and returns its output and JSON report.
 fn run_job(args: &[&str], name: &str) -> (Output, serde_json::Value) {
@@ -358,16 +358,7 @@ fn hostile_control_connections_are_refused_while_the_job_completes() {
 #[test]
 fn a_user_program_runs_under_the_launcher_like_under_mpirun() {
     let _job = serialize();
-    // `cargo test` builds this package's examples next to its binaries.
-    let example = std::path::Path::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
-        .parent()
-        .unwrap()
-        .join("examples/allreduce");
-    assert!(
-        example.exists(),
-        "example not built at {}",
-        example.display()
-    );
+    let example = example("allreduce");
     let out = launcher()
         .args(["-n", "6", "--timeout-s", "60", "--"])
         .arg(&example)

@@ -202,15 +202,7 @@ fn agreement_loop_survives_random_kills() {
 #[test]
 fn a_computing_rank_answers_for_an_agreement_it_left() {
     let _job = common::serialize();
-    let example = std::path::Path::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
-        .parent()
-        .unwrap()
-        .join("examples/agree_progress");
-    assert!(
-        example.exists(),
-        "example not built at {}",
-        example.display()
-    );
+    let example = common::example("agree_progress");
     let dir = common::scratch("agree_progress");
     std::fs::create_dir_all(&dir).unwrap();
     let out = common::launcher()
@@ -240,15 +232,7 @@ fn a_computing_rank_answers_for_an_agreement_it_left() {
 #[test]
 fn a_revocation_ends_an_allreduce_in_progress() {
     let _job = common::serialize();
-    let example = std::path::Path::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
-        .parent()
-        .unwrap()
-        .join("examples/revoke_in_allreduce");
-    assert!(
-        example.exists(),
-        "example not built at {}",
-        example.display()
-    );
+    let example = common::example("revoke_in_allreduce");
     let started = std::time::Instant::now();
     let out = common::launcher()
         .args(["-n", "4", "--no-tui", "--timeout-s", "60", "--"])

@@ -20,6 +20,19 @@ pub fn launcher() -> Command {
     command
 }
 
+/// The example program `name` of this package (`cargo test` builds the examples next to the
+/// binaries); fails the test if it was not built.
+#[allow(dead_code)] // Only the files that run example programs use it.
+pub fn example(name: &str) -> PathBuf {
+    let path = std::path::Path::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(path.exists(), "example not built at {}", path.display());
+    path
+}
+
 /// A path for a test's report, in a directory of this test process.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ftcoll-live-test-{}", std::process::id()));
