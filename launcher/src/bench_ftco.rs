@@ -10,8 +10,10 @@
 //!   then revoke, shrink, and a retry on the survivors), as N grows.
 //!
 //! The faulty operation follows the warm-up and one agreement that lines every rank up; its
-//! victims die when it starts. Each figure is the slowest survivor's time for that operation,
-//! median over `--repeat` runs.
+//! victims die when it starts. Where faults are to be found by timeout, the victims start it
+//! 10 ms after the line-up, so that every survivor is inside it, unaware, before any death is
+//! reported. Each figure is the slowest survivor's time for that operation, median over
+//! `--repeat` runs.
 
 use anyhow::{bail, Context};
 use ftcoll_algos::topology::Tree;
@@ -104,6 +106,11 @@ fn measure(args: &BenchArgs, n: u32, config: &Config<'_>) -> FaultRow {
     let mut rank_args = vec!["--bench-fault-op".to_string()];
     if config.recovery {
         rank_args.push("--bench-recovery".into());
+    }
+    // Faults found by timeout must be unknown to every survivor when the operation starts;
+    // with notices (or the ULFM way's failed operation) they are meant to be seen at once.
+    if !config.recovery && !config.ftco_args.iter().any(|a| a == "--ftco-notices") {
+        rank_args.push("--bench-victims-lag".into());
     }
     rank_args.extend(config.ftco_args.iter().cloned());
     let case = FtcollCase {

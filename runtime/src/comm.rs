@@ -353,6 +353,12 @@ impl Communicator {
         Ok(())
     }
 
+    /// Whether a scripted fault (`--fault kill:rank=R,op=K`) kills this rank when its next
+    /// operation (collective or agreement) starts.
+    pub fn dies_at_next_op(&self) -> bool {
+        self.endpoint().faults().dies_at_op(self.ops)
+    }
+
     /// This rank (its index among the members after a shrink).
     pub fn rank(&self) -> u32 {
         match &self.members {

@@ -63,6 +63,10 @@ pub struct RankArgs {
     /// See `--bench-fault-op`.
     #[arg(long)]
     pub bench_recovery: bool,
+    /// With `--bench-fault-op`: the victims enter the faulty operation (and die at its start)
+    /// a little after the survivors, so that no survivor knows of the deaths when it starts.
+    #[arg(long)]
+    pub bench_victims_lag: bool,
     /// Tree of the ftco-* algorithms.
     #[arg(long, default_value = "knomial:2")]
     pub ftco_tree: String,
@@ -298,6 +302,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
                 warmup,
                 ops: args.ops,
                 recovery: args.bench_recovery,
+                victims_lag: args.bench_victims_lag,
             };
             return run.bench(comm);
         }
@@ -428,7 +433,13 @@ struct FaultOpRun<'a> {
     warmup: u64,
     ops: u64,
     recovery: bool,
+    /// See `--bench-victims-lag`.
+    victims_lag: bool,
 }
+
+/// How long a victim waits, after the line-up, before it enters the faulty operation: far
+/// longer than the survivors take to return from the line-up agreement and start it.
+const VICTIMS_LAG: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl FaultOpRun<'_> {
     /// Reports `[the faulty operation, the later ones...]` in nanoseconds.
@@ -444,6 +455,11 @@ impl FaultOpRun<'_> {
         match comm.agree(u64::MAX) {
             Ok(_) | Err(CommError::UnacknowledgedFailure { .. }) => {}
             Err(error) => return Err(error),
+        }
+        // A survivor that started the operation after the launcher's notice of a death would
+        // leave the dead rank out from the start, and time an operation without a fault.
+        if self.victims_lag && comm.dies_at_next_op() {
+            std::thread::sleep(VICTIMS_LAG);
         }
         data.copy_from_slice(self.input);
         let started = Instant::now();
