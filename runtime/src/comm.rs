@@ -203,7 +203,6 @@ pub struct Communicator {
     /// Where a finished collective writes its result before it is copied into the caller's
     /// vector: reused, so that a loop of small collectives does not allocate for it.
     result_scratch: Vec<f64>,
-    /// The value vector recursive doubling reuses from call to call.
     /// The recursive-doubling instance, restarted in place by every call (see
     /// [`Communicator::allreduce_rdb`]); `None` while one lingers or before the first call.
     rdb: Option<Box<RecursiveDoubling>>,

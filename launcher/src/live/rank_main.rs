@@ -202,6 +202,7 @@ impl Collective {
             Collective::Direct => comm.allreduce_direct(data, op),
             other => return other.run(comm, data, op, None).map(|_| ()),
         };
+        // Not `result.map(..)`: that moves the outcome into the closure, the copy this avoids.
         match result {
             Ok(_) => Ok(()),
             Err(error) => Err(error),
