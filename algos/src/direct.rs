@@ -24,9 +24,10 @@ use crate::protocol::{
     StateVar,
 };
 use crate::rank::Rank;
+use crate::registry::Algorithm;
 use crate::time::Time;
 use crate::values::{ReduceOp, Values, ValuesRef};
-use crate::wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
+use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
 /// Largest group the library's allreduce runs as a direct exchange.
 pub const DIRECT_MAX_RANKS: u32 = 16;
@@ -105,7 +106,13 @@ impl DirectAllreduce {
         }
         self.phase = Phase::Running;
         let me = self.config.rank.0;
-        let header = FrameHeader::new(AlgoId::Direct, KIND_INPUT, self.config.op_id, Rank(me), 0);
+        let header = FrameHeader::new(
+            Algorithm::Direct,
+            KIND_INPUT,
+            self.config.op_id,
+            Rank(me),
+            0,
+        );
         // Starting after ourselves spreads the first messages of all ranks over all receivers.
         for offset in 1..self.config.size {
             let to = (me + offset) % self.config.size;
@@ -206,11 +213,11 @@ impl DirectAllreduce {
     /// Validates a frame: right protocol and operation, from a member other than us, its
     /// first input, and a payload of the local shape.
     fn accept<'f>(&self, from: Rank, frame: &Frame<'f>) -> Result<ValuesRef<'f>, FrameError> {
-        frame.check(AlgoId::Direct, self.config.op_id)?;
+        frame.check(Algorithm::Direct, self.config.op_id)?;
         let unexpected = |what| FrameError::Unexpected { from: from.0, what };
         if frame.header.kind != KIND_INPUT {
             return Err(FrameError::UnknownKind {
-                algo: AlgoId::Direct,
+                algo: Algorithm::Direct,
                 kind: frame.header.kind,
             });
         }

@@ -21,6 +21,7 @@ pub mod inspect;
 pub mod protocol;
 pub mod rank;
 pub mod rdb;
+pub mod registry;
 pub mod rng;
 pub mod time;
 pub mod topology;
@@ -29,6 +30,7 @@ pub mod wire;
 
 pub use protocol::{Event, Input, Outbox, Phase, Protocol, RankStatus};
 pub use rank::Rank;
+pub use registry::Algorithm;
 pub use time::{Duration, Time};
 pub use values::{ReduceOp, Values, ValuesRef};
-pub use wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
+pub use wire::{Frame, FrameError, FrameHeader, OpId};

@@ -623,13 +623,14 @@ impl TimerTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{AlgoId, OpId};
+    use crate::registry::Algorithm;
+    use crate::wire::OpId;
 
     #[test]
     fn outbox_reuses_capacity_and_keeps_frames_aligned() {
         let mut out = Outbox::new();
         for round in 0..3 {
-            let header = FrameHeader::new(AlgoId::Rdb, 1, OpId(1), Rank(0), round);
+            let header = FrameHeader::new(Algorithm::Rdb, 1, OpId(1), Rank(0), round);
             out.send(Rank(1), header, ValuesRef::F32(&[1.0, 2.0, 3.0]));
             out.send(Rank(2), header, ValuesRef::F64(&[4.0]));
             for (_, bytes) in out.sends() {

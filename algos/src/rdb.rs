@@ -22,9 +22,10 @@ use crate::protocol::{
     StateVar,
 };
 use crate::rank::Rank;
+use crate::registry::Algorithm;
 use crate::time::Time;
 use crate::values::{ReduceOp, Values, ValuesRef};
-use crate::wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
+use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
 /// Message kinds of recursive doubling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -270,11 +271,11 @@ impl RecursiveDoubling {
         self.contributions
     }
 
-    fn algo(&self) -> AlgoId {
+    fn algo(&self) -> Algorithm {
         if self.config.approximate {
-            AlgoId::Ardb
+            Algorithm::Ardb
         } else {
-            AlgoId::Rdb
+            Algorithm::Rdb
         }
     }
 

@@ -7,7 +7,7 @@
 //! |--------|------|---------------|-----------------------------------------------------------|
 //! | 0      | 2    | `magic`       | [`FRAME_MAGIC`]                                           |
 //! | 2      | 1    | `version`     | [`FRAME_VERSION`]                                         |
-//! | 3      | 1    | `algo`        | [`AlgoId`] of the protocol that sent it                   |
+//! | 3      | 1    | `algo`        | [`Algorithm`] of the protocol that sent it                   |
 //! | 4      | 1    | `kind`        | message kind within that protocol                         |
 //! | 5      | 1    | `dtype`       | payload element type ([`Dtype`])                          |
 //! | 6      | 2    | `flags`       | protocol-specific flags                                   |
@@ -32,6 +32,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::rank::Rank;
+use crate::registry::Algorithm;
 use crate::values::{Dtype, ValuesRef};
 
 // The header is cast to and from bytes in native order; the wire is little-endian.
@@ -47,74 +48,6 @@ pub const HEADER_BYTES: usize = std::mem::size_of::<FrameHeader>();
 /// Largest payload a decoder accepts by default (64 MiB); larger frames are `Oversized`.
 pub const MAX_PAYLOAD_BYTES: usize = 64 << 20;
 
-/// The protocols, as numbered in the `algo` header byte.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum AlgoId {
-    /// Recursive doubling (000 Alg. 1).
-    Rdb = 1,
-    /// Approximate recursive doubling (000 Sec. 6.3).
-    Ardb = 2,
-    /// Push-Sum.
-    PushSum = 3,
-    /// Push-Flow.
-    PushFlow = 4,
-    /// Push-Flow with local correction.
-    Pflc = 5,
-    /// Push-Flow with cooperative correction.
-    Pfcc = 6,
-    /// Push-cancel-flow.
-    Pcf = 7,
-    /// Hierarchical (round-based) Push-Sum.
-    Hps = 8,
-    /// Round-based PFLC.
-    Hpflc = 9,
-    /// Corrected-tree reduce.
-    CorrectedReduce = 10,
-    /// Corrected-tree broadcast.
-    CorrectedBcast = 11,
-    /// Corrected-tree allreduce.
-    CorrectedAllreduce = 12,
-    /// FTCO broadcast.
-    FtcoBcast = 13,
-    /// FTCO reduce.
-    FtcoReduce = 14,
-    /// FTCO allreduce.
-    FtcoAllreduce = 15,
-    /// Early Returning Agreement.
-    Era = 16,
-    /// Direct-exchange allreduce.
-    Direct = 17,
-}
-
-impl AlgoId {
-    /// Decodes the header byte. A match, not a search: every received frame is decoded with
-    /// it, some more than once.
-    pub fn from_u8(code: u8) -> Option<AlgoId> {
-        use AlgoId::*;
-        Some(match code {
-            1 => Rdb,
-            2 => Ardb,
-            3 => PushSum,
-            4 => PushFlow,
-            5 => Pflc,
-            6 => Pfcc,
-            7 => Pcf,
-            8 => Hps,
-            9 => Hpflc,
-            10 => CorrectedReduce,
-            11 => CorrectedBcast,
-            12 => CorrectedAllreduce,
-            13 => FtcoBcast,
-            14 => FtcoReduce,
-            15 => FtcoAllreduce,
-            16 => Era,
-            17 => Direct,
-            _ => return None,
-        })
-    }
-}
-
 /// Which collective instance a message belongs to; many may be in flight at once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpId(pub u64);
@@ -127,7 +60,7 @@ pub struct FrameHeader {
     pub magic: u16,
     /// [`FRAME_VERSION`].
     pub version: u8,
-    /// [`AlgoId`] as a byte.
+    /// [`Algorithm`] as a byte.
     pub algo: u8,
     /// Protocol-specific message kind.
     pub kind: u8,
@@ -152,7 +85,7 @@ pub struct FrameHeader {
 impl FrameHeader {
     /// A header for a message of `kind` from `source` in operation `op`; the payload fields are
     /// filled in when the frame is encoded.
-    pub fn new(algo: AlgoId, kind: u8, op: OpId, source: Rank, step: u32) -> FrameHeader {
+    pub fn new(algo: Algorithm, kind: u8, op: OpId, source: Rank, step: u32) -> FrameHeader {
         FrameHeader {
             magic: FRAME_MAGIC,
             version: FRAME_VERSION,
@@ -233,7 +166,7 @@ pub enum FrameError {
     #[error("unknown message kind {kind} for {algo:?}")]
     UnknownKind {
         /// The protocol.
-        algo: AlgoId,
+        algo: Algorithm,
         /// The kind byte.
         kind: u8,
     },
@@ -255,9 +188,9 @@ pub enum FrameError {
     #[error("frame of {got:?} delivered to {expected:?}")]
     WrongAlgorithm {
         /// The receiving protocol.
-        expected: AlgoId,
+        expected: Algorithm,
         /// The frame's protocol.
-        got: AlgoId,
+        got: Algorithm,
     },
     /// A frame of another operation arrived at this one.
     #[error("frame of operation {got} delivered to operation {expected}")]
@@ -308,7 +241,7 @@ impl<'a> Frame<'a> {
         if header.version != FRAME_VERSION {
             return Err(FrameError::BadVersion(header.version));
         }
-        AlgoId::from_u8(header.algo).ok_or(FrameError::UnknownAlgo(header.algo))?;
+        Algorithm::from_wire(header.algo).ok_or(FrameError::UnknownAlgo(header.algo))?;
         let dtype = Dtype::from_u8(header.dtype).ok_or(FrameError::UnknownDtype(header.dtype))?;
         let len = header.payload_len as usize;
         if len > limit {
@@ -347,8 +280,8 @@ impl<'a> Frame<'a> {
     }
 
     /// The protocol that sent the frame (validated by `decode`).
-    pub fn algo(&self) -> Option<AlgoId> {
-        AlgoId::from_u8(self.header.algo)
+    pub fn algo(&self) -> Option<Algorithm> {
+        Algorithm::from_wire(self.header.algo)
     }
 
     /// The sending rank as the header states it.
@@ -357,9 +290,9 @@ impl<'a> Frame<'a> {
     }
 
     /// Checks that the frame belongs to protocol `algo` and operation `op`.
-    pub fn check(&self, algo: AlgoId, op: OpId) -> Result<(), FrameError> {
-        let got =
-            AlgoId::from_u8(self.header.algo).ok_or(FrameError::UnknownAlgo(self.header.algo))?;
+    pub fn check(&self, algo: Algorithm, op: OpId) -> Result<(), FrameError> {
+        let got = Algorithm::from_wire(self.header.algo)
+            .ok_or(FrameError::UnknownAlgo(self.header.algo))?;
         if got != algo {
             return Err(FrameError::WrongAlgorithm {
                 expected: algo,
@@ -454,7 +387,7 @@ mod tests {
     use super::*;
 
     fn sample() -> Vec<u8> {
-        let header = FrameHeader::new(AlgoId::Rdb, 1, OpId(7), Rank(3), 2).with_aux(9);
+        let header = FrameHeader::new(Algorithm::Rdb, 1, OpId(7), Rank(3), 2).with_aux(9);
         encode(header, ValuesRef::F64(&[1.5, -2.0]))
     }
 
@@ -467,7 +400,7 @@ mod tests {
             payload_len: 0x0102_0304,
             trailer_ranks: 0x0506_0708,
             ..FrameHeader::new(
-                AlgoId::Era,
+                Algorithm::EraAgree,
                 7,
                 OpId(u64::MAX - 3),
                 Rank(0xDEAD_BEEF),
@@ -484,14 +417,14 @@ mod tests {
     #[test]
     fn roundtrip() {
         let mut words = Vec::new();
-        let header = FrameHeader::new(AlgoId::Rdb, 1, OpId(7), Rank(3), 2).with_aux(9);
+        let header = FrameHeader::new(Algorithm::Rdb, 1, OpId(7), Rank(3), 2).with_aux(9);
         let len = encode_into(&mut words, header, ValuesRef::F64(&[1.5, -2.0]));
         let bytes: &[u8] = bytemuck::cast_slice(&words);
         let frame = Frame::decode(&bytes[..len]).unwrap();
         assert_eq!(frame.header.aux, 9);
         assert_eq!(frame.source(), Rank(3));
         assert_eq!(frame.values().unwrap(), ValuesRef::F64(&[1.5, -2.0]));
-        frame.check(AlgoId::Rdb, OpId(7)).unwrap();
+        frame.check(Algorithm::Rdb, OpId(7)).unwrap();
     }
 
     #[test]
@@ -561,7 +494,7 @@ mod tests {
     #[test]
     fn rank_trailer_roundtrips_and_a_lying_count_is_rejected() {
         let mut words = Vec::new();
-        let header = FrameHeader::new(AlgoId::CorrectedReduce, 2, OpId(1), Rank(3), 0);
+        let header = FrameHeader::new(Algorithm::CorrectedReduce, 2, OpId(1), Rank(3), 0);
         let len = encode_with_trailer(&mut words, header, ValuesRef::F64(&[2.5]), &[4, 9, 11]);
         let bytes: &[u8] = bytemuck::cast_slice(&words);
         let frame = Frame::decode(&bytes[..len]).unwrap();
@@ -586,14 +519,14 @@ mod tests {
         let bytes = sample();
         let frame = Frame::decode(&bytes).unwrap();
         assert_eq!(
-            frame.check(AlgoId::Rdb, OpId(8)),
+            frame.check(Algorithm::Rdb, OpId(8)),
             Err(FrameError::WrongOperation {
                 expected: 8,
                 got: 7
             })
         );
         assert!(matches!(
-            frame.check(AlgoId::Era, OpId(7)),
+            frame.check(Algorithm::EraAgree, OpId(7)),
             Err(FrameError::WrongAlgorithm { .. })
         ));
     }

@@ -84,7 +84,7 @@ fn parse_args() -> Result<(Summation, &'static str, u64)> {
     if name == "exact" {
         return Ok((Summation::Exact, "exact", seed));
     }
-    let algo = Algorithm::parse(name)?;
+    let algo = Algorithm::from_name(name).ok_or_else(|| format!("unknown algorithm '{name}'"))?;
     let call = GossipCall {
         algo,
         topology: None,

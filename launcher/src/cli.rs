@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use ftcoll_algos::registry::{Algorithm, Runs};
 
 /// Text after the flag list: the algorithm table and the fault syntax.
 pub fn after_help() -> String {
@@ -25,8 +26,43 @@ FAULTS (--fault SPEC, repeatable; times in simulator steps, or with ns/us/ms/s o
   spread:uniform=W | spread:normal=S  start times uniform on [0,W] or |normal(0,S)|\n\n\
 ENVIRONMENT:\n\
   FTCOLL_LOG   log filter (tracing EnvFilter syntax), e.g. FTCOLL_LOG=debug; logs go to stderr\n",
-        ftcoll_runtime::job::Algorithm::table()
+        algorithm_table()
     )
+}
+
+/// The registry as the help text's table: name, where it runs, summary.
+pub fn algorithm_table() -> String {
+    let mut text = String::new();
+    for algo in Algorithm::ALL {
+        let d = algo.descriptor();
+        let runs = match d.runs {
+            Runs {
+                simulated: true,
+                real: true,
+            } => "",
+            Runs {
+                simulated: true,
+                real: false,
+            } => " [--sim only]",
+            Runs {
+                simulated: false,
+                real: true,
+            } => " [real ranks only]",
+            Runs {
+                simulated: false,
+                real: false,
+            } => " [not in this build]",
+        };
+        text.push_str(&format!("  {:<20} {}{}\n", d.name, d.summary, runs));
+    }
+    text
+}
+
+/// `--algo NAME`, parsed once here into the registry's type.
+pub fn parse_algorithm(name: &str) -> Result<Algorithm, String> {
+    Algorithm::from_name(name).ok_or_else(|| {
+        format!("unknown algorithm '{name}'; see the table in --help (e.g. --algo rdb)")
+    })
 }
 
 /// ftcoll-launch: fault-tolerant collectives, simulated or on real ranks.
@@ -160,9 +196,9 @@ pub struct BenchArgs {
 }
 
 impl RunArgs {
-    /// The algorithm's name (`rdb` unless given).
-    pub fn algo_name(&self) -> &str {
-        self.algo.as_deref().unwrap_or("rdb")
+    /// The algorithm (`rdb` unless given).
+    pub fn algo(&self) -> Algorithm {
+        self.algo.unwrap_or(Algorithm::Rdb)
     }
 }
 
@@ -173,8 +209,8 @@ pub struct RunArgs {
     #[arg(short = 'n', long = "ranks", default_value_t = 16)]
     pub n: u32,
     /// Algorithm (see the table below); default rdb, or pfcc when the console runs.
-    #[arg(long)]
-    pub algo: Option<String>,
+    #[arg(long, value_parser = parse_algorithm)]
+    pub algo: Option<Algorithm>,
     /// Run in the deterministic simulator (all ranks in this process, virtual time).
     #[arg(long)]
     pub sim: bool,

@@ -4,11 +4,12 @@ use std::fs;
 
 use anyhow::{bail, Context};
 use ftcoll_algos::corrected::{Correction, FailureInfo};
+use ftcoll_algos::ftco::Collective;
 use ftcoll_algos::ftco::FtcoOptions;
 use ftcoll_algos::topology::Topology;
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::faults::FaultSpec;
-use ftcoll_runtime::job::{simulate, Algorithm, GossipOptions, JobSpec};
+use ftcoll_runtime::job::{simulate, Algorithm, GossipOptions, JobError, JobSpec, Kind};
 use ftcoll_runtime::sim::{CostModel, DetectorModel, InputKind, SimConfig, SimReport};
 
 use crate::cli::RunArgs;
@@ -123,7 +124,7 @@ pub const LIVE_GOSSIP_PERIOD: &str = "1ms";
 
 /// The job and simulator configuration the flags describe.
 pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
-    let algo = Algorithm::parse(args.algo_name())?;
+    let algo = args.algo();
     let mut spec = JobSpec::new(algo, args.n);
     (spec.op, spec.input) = data_from_args(args)?;
     spec.input_len = args.len;
@@ -157,7 +158,7 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     if let Some(name) = &args.topology {
         spec.topology = Some(Topology::parse(name, args.n)?);
     }
-    spec.validate()?;
+    spec.validate().map_err(flag_error)?;
     let cost = match args.cost.as_str() {
         "logp" => CostModel::logp(args.latency, args.overhead, args.gap),
         "rounds" => CostModel::rounds(),
@@ -287,9 +288,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         return run_live(args, false);
     }
     let (spec, config) = job_from_args(args)?;
-    let report = simulate(&spec, config.clone())?;
+    let report = simulate(&spec, config.clone()).map_err(flag_error)?;
     if args.check_determinism {
-        let again = simulate(&spec, config)?;
+        let again = simulate(&spec, config).map_err(flag_error)?;
         if again.trace_hash != report.trace_hash {
             bail!(
                 "determinism check failed: seed {} gave trace hashes {:016x} and {:016x}",
@@ -317,7 +318,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
 fn console_args(args: &RunArgs) -> RunArgs {
     let mut args = args.clone();
     args.algo
-        .get_or_insert_with(|| crate::console::DEFAULT_CONSOLE_ALGO.into());
+        .get_or_insert(crate::console::DEFAULT_CONSOLE_ALGO);
     if !args.sim {
         args.gossip_period
             .get_or_insert_with(|| crate::console::CONSOLE_GOSSIP_PERIOD.into());
@@ -422,10 +423,10 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let algo = Algorithm::parse(args.algo_name())?;
+    let algo = args.algo();
     let is_gossip = algo.gossip_rule().is_some();
-    if algo == Algorithm::Ardb {
-        bail!("ardb runs in the simulator only (--sim)");
+    if !algo.descriptor().runs.real {
+        bail!("{algo} runs in the simulator only (--sim)");
     }
     if is_gossip && args.stop != "oracle" && args.stop != "rule" {
         bail!("unknown --stop '{}'; use oracle or rule", args.stop);
@@ -451,7 +452,7 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
     }
     let outcome = crate::live::run(&spec)?;
     let job = BuiltinJob {
-        algo: args.algo_name().to_string(),
+        algo: args.algo().name().to_string(),
         op,
         input,
         len: if algo == Algorithm::EraAgree {
@@ -461,20 +462,20 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
         },
         seed: args.seed,
         ops: args.ops,
-        rounds: if algo == Algorithm::Rdb {
+        rounds: if matches!(algo.kind(), Kind::RecursiveDoubling { .. }) {
             ftcoll_algos::rdb::RdbShape::new(args.n).rounds()
         } else {
             1
         },
-        expected: match algo {
-            Algorithm::CorrectedBcast | Algorithm::FtcoBcast => crate::live::Expected::RootInput,
-            Algorithm::CorrectedReduce
-            | Algorithm::CorrectedAllreduce
-            | Algorithm::EraAgree
-            | Algorithm::FtcoReduce
-            | Algorithm::FtcoAllreduce => crate::live::Expected::SurvivorsAggregate,
-            _ if is_gossip => crate::live::Expected::Survivors,
-            _ => crate::live::Expected::Aggregate,
+        expected: match algo.kind() {
+            Kind::Corrected(Collective::Bcast) | Kind::Ftco(Collective::Bcast) => {
+                crate::live::Expected::RootInput
+            }
+            Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement => {
+                crate::live::Expected::SurvivorsAggregate
+            }
+            Kind::Gossip { .. } => crate::live::Expected::Survivors,
+            Kind::RecursiveDoubling { .. } | Kind::Direct => crate::live::Expected::Aggregate,
         },
         eps: is_gossip.then(|| {
             let mut spec = JobSpec::new(algo, args.n);
@@ -513,7 +514,7 @@ pub fn builtin_spec(
         program_args: vec![
             "__rank".into(),
             "--algo".into(),
-            args.algo_name().to_string(),
+            args.algo().name().to_string(),
             "--op".into(),
             args.op.clone(),
             "--input".into(),
@@ -554,4 +555,36 @@ pub fn builtin_spec(
         transport,
         faults,
     })
+}
+
+/// A job the library refused, worded in the flags that set the refused field.
+pub fn flag_error(error: JobError) -> anyhow::Error {
+    let text = match &error {
+        JobError::NoRanks => "a job needs at least one rank; pass -n N with N >= 1".to_string(),
+        JobError::TopologyUnsupported { algo, topology } => format!(
+            "{algo} exchanges along hypercube edges and cannot run on a {topology}; use --topology hypercube or full"
+        ),
+        JobError::OpUnsupported { algo, op } => {
+            format!("{algo} cannot compute '{op}'; pick another --op (see --help)")
+        }
+        JobError::TooFewRanks { algo, tolerate } => format!(
+            "{algo} with --tolerate {tolerate} needs at least {} ranks (the root and f + 1 subtrees); lower --tolerate or raise -n",
+            tolerate + 2
+        ),
+        JobError::NeedsFullTopology { algo } => format!(
+            "{algo} sends along its own overlay (tree, ring) over a fully connected network; drop --topology or use --topology full"
+        ),
+        JobError::RoundBasedOnGraph { algo } => format!(
+            "{algo}: the round-based gossip draws partners from permutations of all ranks; drop --topology or use --topology full"
+        ),
+        JobError::NoAgreements => "--agreements must be at least 1".to_string(),
+        JobError::BadTau(tau) => format!("--tau must be a positive number, got {tau}"),
+        JobError::NoSteps => "--steps must be at least 1".to_string(),
+        JobError::BadEps(eps) => format!("--eps must lie in (0, 1), got {eps}"),
+        JobError::Topology(_)
+        | JobError::Ftco { .. }
+        | JobError::NotGossip { .. }
+        | JobError::Sim(_) => error.to_string(),
+    };
+    anyhow::anyhow!(text)
 }

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use ftcoll_algos::era::Era;
 use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, TimerId, TimerRequest};
-use ftcoll_algos::wire::{AlgoId, Frame, FrameError};
-use ftcoll_algos::{Rank, Time, ValuesRef};
+use ftcoll_algos::wire::{Frame, FrameError};
+use ftcoll_algos::{Algorithm, Rank, Time, ValuesRef};
 
 mod spares;
 mod telemetry;
@@ -730,7 +730,7 @@ impl<T: Transport> Endpoint<T> {
                 (now, faults.slowdown(elapsed))
             });
             match Frame::decode(bytes) {
-                Ok(frame) if frame.header.algo == AlgoId::Era as u8 && !era.is_empty() => {
+                Ok(frame) if frame.header.algo == Algorithm::EraAgree as u8 && !era.is_empty() => {
                     let epoch = frame.header.op_id >> ERA_EPOCH_SHIFT;
                     let ahead = era.iter().all(|(e, _)| *e < epoch);
                     match era.iter_mut().find(|(e, _)| *e == epoch) {
@@ -988,7 +988,7 @@ impl<T: Transport> Endpoint<T> {
             // Agreement services address world ranks; protocols of a shrunk communicator
             // address member indices.
             let to = match &self.group {
-                Some(members) if frame.get(3) != Some(&(AlgoId::Era as u8)) => {
+                Some(members) if frame.get(3) != Some(&(Algorithm::EraAgree as u8)) => {
                     match members.get(to.index()) {
                         Some(&world) => Rank(world),
                         None => continue,

@@ -1,7 +1,5 @@
-//! Jobs: which algorithm to run over which ranks, and the table of algorithm names the launcher,
-//! the console and the reports share.
-
-use std::fmt;
+//! Jobs: which algorithm of the registry ([`Algorithm`]) to run over which ranks, with which
+//! typed options, and the per-family constructors of its state machines.
 
 use ftcoll_algos::corrected::{
     AllreduceConfig, BcastConfig, CorrectedAllreduce, CorrectedBcast, CorrectedReduce, Correction,
@@ -16,242 +14,24 @@ use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
 use ftcoll_algos::topology::{Topology, TopologyError};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp};
 
+pub use ftcoll_algos::registry::{Algorithm, Kind};
+
 use crate::sim::{
     generate_inputs, DetectorModel, InputKind, OracleStop, OracleWatch, SimConfig, SimError,
     SimReport, Simulation,
 };
 
-/// Every algorithm name ftcoll knows, implemented or not yet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Algorithm {
-    /// Recursive doubling allreduce.
-    Rdb,
-    /// Approximate recursive doubling.
-    Ardb,
-    /// Direct-exchange allreduce.
-    Direct,
-    /// Push-Sum.
-    Ps,
-    /// Push-Flow.
-    Pf,
-    /// Push-Flow with local correction.
-    Pflc,
-    /// Push-Flow with cooperative correction.
-    Pfcc,
-    /// Push-cancel-flow.
-    Pcf,
-    /// Round-based Push-Sum with permutations.
-    Hps,
-    /// Round-based PFLC with permutation cycles.
-    Hpflc,
-    /// Corrected-tree reduce.
-    CorrectedReduce,
-    /// Corrected-tree broadcast.
-    CorrectedBcast,
-    /// Corrected-tree allreduce.
-    CorrectedAllreduce,
-    /// FTCO broadcast.
-    FtcoBcast,
-    /// FTCO reduce.
-    FtcoReduce,
-    /// FTCO allreduce.
-    FtcoAllreduce,
-    /// Early Returning Agreement.
-    EraAgree,
-}
-
-impl Algorithm {
-    /// All algorithms, in the order of the table.
-    pub const ALL: [Algorithm; 17] = [
-        Algorithm::Rdb,
-        Algorithm::Ardb,
-        Algorithm::Direct,
-        Algorithm::Ps,
-        Algorithm::Pf,
-        Algorithm::Pflc,
-        Algorithm::Pfcc,
-        Algorithm::Pcf,
-        Algorithm::Hps,
-        Algorithm::Hpflc,
-        Algorithm::CorrectedReduce,
-        Algorithm::CorrectedBcast,
-        Algorithm::CorrectedAllreduce,
-        Algorithm::FtcoBcast,
-        Algorithm::FtcoReduce,
-        Algorithm::FtcoAllreduce,
-        Algorithm::EraAgree,
-    ];
-
-    /// The `--algo` name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::Rdb => "rdb",
-            Algorithm::Ardb => "ardb",
-            Algorithm::Direct => "direct",
-            Algorithm::Ps => "ps",
-            Algorithm::Pf => "pf",
-            Algorithm::Pflc => "pflc",
-            Algorithm::Pfcc => "pfcc",
-            Algorithm::Pcf => "pcf",
-            Algorithm::Hps => "hps",
-            Algorithm::Hpflc => "hpflc",
-            Algorithm::CorrectedReduce => "corrected-reduce",
-            Algorithm::CorrectedBcast => "corrected-bcast",
-            Algorithm::CorrectedAllreduce => "corrected-allreduce",
-            Algorithm::FtcoBcast => "ftco-bcast",
-            Algorithm::FtcoReduce => "ftco-reduce",
-            Algorithm::FtcoAllreduce => "ftco-allreduce",
-            Algorithm::EraAgree => "era-agree",
-        }
-    }
-
-    /// One line on what it is and where it comes from.
-    pub fn summary(self) -> &'static str {
-        match self {
-            Algorithm::Rdb => "recursive doubling allreduce, any N (000 Alg. 1)",
-            Algorithm::Ardb => {
-                "approximate recursive doubling: stops at eps or after --steps (000 Sec. 6.3)"
-            }
-            Algorithm::Direct => {
-                "direct-exchange allreduce: every rank sends its input to every other (the library's pick for small N)"
-            }
-            Algorithm::Ps => "Push-Sum gossip (000 Alg. 2)",
-            Algorithm::Pf => "Push-Flow gossip (000 Alg. 3)",
-            Algorithm::Pflc => "Push-Flow with local correction (000 Alg. 4)",
-            Algorithm::Pfcc => "Push-Flow with cooperative correction (000 Alg. 5)",
-            Algorithm::Pcf => "push-cancel-flow (003 Fig. 5)",
-            Algorithm::Hps => "round-based Push-Sum on random permutations (000 Sec. 6)",
-            Algorithm::Hpflc => "round-based PFLC on permutation cycles (000 Sec. 6)",
-            Algorithm::CorrectedReduce => "reduce with up-correction (001 Sec. 4)",
-            Algorithm::CorrectedBcast => "corrected-tree broadcast (001, PPoPP'19)",
-            Algorithm::CorrectedAllreduce => "corrected reduce + corrected broadcast (001 Sec. 5)",
-            Algorithm::FtcoBcast => "tree broadcast routing around failures (004)",
-            Algorithm::FtcoReduce => "tree reduce routing around failures (004)",
-            Algorithm::FtcoAllreduce => "tree allreduce routing around failures (004)",
-            Algorithm::EraAgree => "Early Returning Agreement (002)",
-        }
-    }
-
-    /// Whether this build runs it.
-    pub fn implemented(self) -> bool {
-        matches!(
-            self,
-            Algorithm::Rdb
-                | Algorithm::Ardb
-                | Algorithm::Direct
-                | Algorithm::Ps
-                | Algorithm::Pf
-                | Algorithm::Pflc
-                | Algorithm::Pfcc
-                | Algorithm::Pcf
-                | Algorithm::Hps
-                | Algorithm::Hpflc
-                | Algorithm::CorrectedReduce
-                | Algorithm::CorrectedBcast
-                | Algorithm::CorrectedAllreduce
-                | Algorithm::FtcoBcast
-                | Algorithm::FtcoReduce
-                | Algorithm::FtcoAllreduce
-                | Algorithm::EraAgree
-        )
-    }
-
-    /// The collective of an `ftco-*` algorithm (004), which takes `--ftco-tree` and friends.
-    pub fn ftco_collective(self) -> Option<Collective> {
-        match self {
-            Algorithm::FtcoBcast => Some(Collective::Bcast),
-            Algorithm::FtcoReduce => Some(Collective::Reduce),
-            Algorithm::FtcoAllreduce => Some(Collective::Allreduce),
-            _ => None,
-        }
-    }
-
-    /// The gossip rule of a gossip algorithm (000, 003).
-    pub fn gossip_rule(self) -> Option<Rule> {
-        Some(match self {
-            Algorithm::Ps | Algorithm::Hps => Rule::PushSum,
-            Algorithm::Pf => Rule::PushFlow,
-            Algorithm::Pflc | Algorithm::Hpflc => Rule::LocalCorrection,
-            Algorithm::Pfcc => Rule::CooperativeCorrection,
-            Algorithm::Pcf => Rule::PushCancelFlowTolerant,
-            _ => return None,
-        })
-    }
-
-    /// The round-based gossip of 000 Sec. 6, on shared permutations.
-    pub fn is_round_based_gossip(self) -> bool {
-        matches!(self, Algorithm::Hps | Algorithm::Hpflc)
-    }
-
-    /// The corrected-tree family (001), which takes `--tolerate`.
-    pub fn is_corrected(self) -> bool {
-        matches!(
-            self,
-            Algorithm::CorrectedReduce | Algorithm::CorrectedBcast | Algorithm::CorrectedAllreduce
-        )
-    }
-
-    /// Parses an `--algo` name.
-    pub fn parse(name: &str) -> Result<Algorithm, JobError> {
-        Algorithm::ALL
-            .into_iter()
-            .find(|a| a.name() == name)
-            .ok_or_else(|| JobError::UnknownAlgorithm(name.to_string()))
-    }
-
-    /// The algorithm table as text, for `--help` and the README.
-    pub fn table() -> String {
-        let mut text = String::new();
-        for algo in Algorithm::ALL {
-            let state = if algo.implemented() { "" } else { " [not yet]" };
-            text.push_str(&format!(
-                "  {:<20} {}{}\n",
-                algo.name(),
-                algo.summary(),
-                state
-            ));
-        }
-        text
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-fn implemented_names() -> String {
-    Algorithm::ALL
-        .into_iter()
-        .filter(|a| a.implemented())
-        .map(Algorithm::name)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// A job that cannot run.
+/// A job that cannot run. Messages name the [`JobSpec`] fields; the launcher words them as flags.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum JobError {
-    /// No such algorithm.
-    #[error("unknown algorithm '{0}'; see the table in --help (e.g. --algo rdb)")]
-    UnknownAlgorithm(String),
-    /// Named in the table but not in this build.
-    #[error("algorithm '{algo}' is not implemented yet; this build runs: {available}")]
-    NotImplemented {
-        /// The algorithm.
-        algo: Algorithm,
-        /// What is available.
-        available: String,
-    },
     /// N = 0.
-    #[error("a job needs at least one rank; pass -n N with N >= 1")]
+    #[error("a job needs at least one rank (n >= 1)")]
     NoRanks,
     /// A bad topology.
     #[error(transparent)]
     Topology(#[from] TopologyError),
     /// A topology the algorithm cannot use.
-    #[error("{algo} exchanges along hypercube edges and cannot run on a {topology}; use --topology hypercube or full")]
+    #[error("{algo} exchanges along hypercube edges and cannot run on a {topology}; use the hypercube or the fully connected topology")]
     TopologyUnsupported {
         /// The algorithm.
         algo: Algorithm,
@@ -259,7 +39,7 @@ pub enum JobError {
         topology: &'static str,
     },
     /// An operator the algorithm cannot compute.
-    #[error("{algo} cannot compute '{op}'; use sum or avg")]
+    #[error("{algo} cannot compute '{op}'")]
     OpUnsupported {
         /// The algorithm.
         algo: Algorithm,
@@ -267,7 +47,7 @@ pub enum JobError {
         op: &'static str,
     },
     /// Too few ranks for the tolerance.
-    #[error("{algo} with --tolerate {tolerate} needs at least {} ranks (the root and f + 1 subtrees); lower --tolerate or raise -n", tolerate + 2)]
+    #[error("{algo} tolerating {tolerate} failures needs at least {} ranks (the root and f + 1 subtrees); tolerate fewer or add ranks", tolerate + 2)]
     TooFewRanks {
         /// The algorithm.
         algo: Algorithm,
@@ -275,7 +55,7 @@ pub enum JobError {
         tolerate: u32,
     },
     /// A tree algorithm on a sparse topology.
-    #[error("{algo} sends along its own overlay (tree, ring) over a fully connected network; drop --topology or use --topology full")]
+    #[error("{algo} sends along its own overlay (tree, ring) over a fully connected network; it needs the fully connected topology")]
     NeedsFullTopology {
         /// The algorithm.
         algo: Algorithm,
@@ -289,18 +69,28 @@ pub enum JobError {
         why: String,
     },
     /// An agreement job with no agreements.
-    #[error("--agreements must be at least 1")]
+    #[error("agreements must be at least 1")]
     NoAgreements,
-    /// A gossip option that does not fit.
-    #[error("{algo}: {why}")]
-    Gossip {
+    /// Round-based gossip on a graph.
+    #[error("{algo} draws partners from permutations of all ranks; it needs the fully connected topology")]
+    RoundBasedOnGraph {
         /// The algorithm.
         algo: Algorithm,
-        /// What is wrong.
-        why: String,
     },
+    /// Gossip options asked of an algorithm that does not gossip.
+    #[error("{algo} is not a gossip algorithm")]
+    NotGossip {
+        /// The algorithm.
+        algo: Algorithm,
+    },
+    /// A checksum threshold that is not a positive number.
+    #[error("tau must be a positive number, got {0}")]
+    BadTau(f64),
+    /// A push budget of zero.
+    #[error("steps must be at least 1")]
+    NoSteps,
     /// An accuracy target outside (0, 1).
-    #[error("--eps must lie in (0, 1), got {0}")]
+    #[error("eps must lie in (0, 1), got {0}")]
     BadEps(f64),
     /// The simulator refused the set-up.
     #[error(transparent)]
@@ -403,116 +193,64 @@ impl JobSpec {
         if self.n == 0 {
             return Err(JobError::NoRanks);
         }
-        if !self.algo.implemented() {
-            return Err(JobError::NotImplemented {
-                algo: self.algo,
-                available: implemented_names(),
-            });
-        }
         if let Some(eps) = self.eps {
             if !(eps > 0.0 && eps < 1.0) {
                 return Err(JobError::BadEps(eps));
             }
         }
-        match self.algo {
-            Algorithm::Rdb | Algorithm::Ardb | Algorithm::Direct => {
-                match self.topology {
-                    None
-                    | Some(Topology::FullyConnected { .. })
-                    | Some(Topology::Hypercube { .. }) => {}
-                    Some(other) => {
-                        return Err(JobError::TopologyUnsupported {
-                            algo: self.algo,
-                            topology: other.name(),
-                        })
-                    }
+        let algo = self.algo;
+        if !algo.descriptor().operators.admits(self.op) {
+            return Err(JobError::OpUnsupported {
+                algo,
+                op: self.op.name(),
+            });
+        }
+        let fully_connected = matches!(self.topology, None | Some(Topology::FullyConnected { .. }));
+        match algo.kind() {
+            Kind::RecursiveDoubling { .. } | Kind::Direct => match self.topology {
+                None | Some(Topology::FullyConnected { .. }) | Some(Topology::Hypercube { .. }) => {
                 }
-                if self.algo == Algorithm::Ardb
-                    && !matches!(self.op, ReduceOp::Sum | ReduceOp::Average)
-                {
-                    return Err(JobError::OpUnsupported {
-                        algo: self.algo,
-                        op: self.op.name(),
-                    });
+                Some(other) => {
+                    return Err(JobError::TopologyUnsupported {
+                        algo,
+                        topology: other.name(),
+                    })
                 }
-                if !is_arithmetic(self.op) {
-                    return Err(JobError::OpUnsupported {
-                        algo: self.algo,
-                        op: self.op.name(),
-                    });
-                }
-            }
-            algo if algo.is_corrected() => {
-                if algo != Algorithm::CorrectedBcast && self.n < self.tolerate.saturating_add(2) {
+            },
+            Kind::Corrected(collective) => {
+                if collective != Collective::Bcast && self.n < self.tolerate.saturating_add(2) {
                     return Err(JobError::TooFewRanks {
                         algo,
                         tolerate: self.tolerate,
                     });
                 }
-                if !matches!(self.topology, None | Some(Topology::FullyConnected { .. })) {
+                if !fully_connected {
                     return Err(JobError::NeedsFullTopology { algo });
                 }
-                if algo != Algorithm::CorrectedBcast && !is_arithmetic(self.op) {
-                    return Err(JobError::OpUnsupported {
-                        algo,
-                        op: self.op.name(),
-                    });
-                }
             }
-            algo if algo.ftco_collective().is_some() => {
-                if !matches!(self.topology, None | Some(Topology::FullyConnected { .. })) {
+            Kind::Ftco(_) => {
+                if !fully_connected {
                     return Err(JobError::NeedsFullTopology { algo });
                 }
-                // A broadcast ignores the operator.
-                if algo != Algorithm::FtcoBcast && !is_arithmetic(self.op) {
-                    return Err(JobError::OpUnsupported {
-                        algo,
-                        op: self.op.name(),
-                    });
-                }
             }
-            algo if algo.gossip_rule().is_some() => {
-                if !matches!(self.op, ReduceOp::Sum | ReduceOp::Average) {
-                    return Err(JobError::OpUnsupported {
-                        algo,
-                        op: self.op.name(),
-                    });
-                }
-                if algo.is_round_based_gossip()
-                    && !matches!(self.topology, None | Some(Topology::FullyConnected { .. }))
-                {
-                    return Err(JobError::Gossip {
-                        algo,
-                        why: "the round-based gossip draws partners from permutations of all ranks; drop --topology or use --topology full".into(),
-                    });
+            Kind::Gossip { round_based, .. } => {
+                if round_based && !fully_connected {
+                    return Err(JobError::RoundBasedOnGraph { algo });
                 }
                 if let Some(tau) = self.gossip.tau {
                     if !(tau > 0.0 && tau.is_finite()) {
-                        return Err(JobError::Gossip {
-                            algo,
-                            why: format!("--tau must be a positive number, got {tau}"),
-                        });
+                        return Err(JobError::BadTau(tau));
                     }
                 }
                 if self.steps == Some(0) {
-                    return Err(JobError::Gossip {
-                        algo,
-                        why: "--steps must be at least 1".into(),
-                    });
+                    return Err(JobError::NoSteps);
                 }
             }
-            Algorithm::EraAgree => {
-                if ftcoll_algos::era::check_op(self.op).is_err() {
-                    return Err(JobError::OpUnsupported {
-                        algo: self.algo,
-                        op: self.op.name(),
-                    });
-                }
+            Kind::Agreement => {
                 if self.agreements == 0 {
                     return Err(JobError::NoAgreements);
                 }
             }
-            _ => {}
         }
         Ok(())
     }
@@ -608,12 +346,7 @@ impl JobSpec {
                 Rule::PushCancelFlow
             }
             Some(rule) => rule,
-            None => {
-                return Err(JobError::Gossip {
-                    algo: self.algo,
-                    why: "not a gossip algorithm".into(),
-                })
-            }
+            None => return Err(JobError::NotGossip { algo: self.algo }),
         };
         let period = ftcoll_algos::Duration(self.gossip.period.unwrap_or(period).max(1));
         let schedule = match self.algo {
@@ -737,6 +470,40 @@ impl JobSpec {
         config
     }
 
+    /// Every rank's recursive doubling, exact or approximate (ARDB, with its step budget).
+    pub fn rdb_ranks(&self, op_id: OpId) -> Vec<RecursiveDoubling> {
+        let approximate = matches!(
+            self.algo.kind(),
+            Kind::RecursiveDoubling { approximate: true }
+        );
+        (0..self.n)
+            .map(|r| {
+                let config = if approximate {
+                    RdbConfig::approximate(Rank(r), self.n, self.op, op_id, self.steps)
+                } else {
+                    RdbConfig::exact(Rank(r), self.n, self.op, op_id)
+                };
+                RecursiveDoubling::new(config)
+            })
+            .collect()
+    }
+
+    /// What the simulator must compare results with when it is not the reduction of the
+    /// inputs: rank 0's input for a broadcast, the failure-free decision for an agreement.
+    pub fn expected_override(&self, inputs: &[f64]) -> Option<Vec<f64>> {
+        match self.algo.kind() {
+            Kind::Corrected(Collective::Bcast) | Kind::Ftco(Collective::Bcast) => {
+                Some(inputs[..self.input_len.min(inputs.len())].to_vec())
+            }
+            Kind::Agreement => Some(self.era_expected().iter().map(|w| *w as f64).collect()),
+            Kind::RecursiveDoubling { .. }
+            | Kind::Direct
+            | Kind::Gossip { .. }
+            | Kind::Corrected(_)
+            | Kind::Ftco(_) => None,
+        }
+    }
+
     /// Rank `rank`'s corrected allreduce.
     pub fn corrected_allreduce(&self, rank: Rank, op_id: OpId) -> CorrectedAllreduce {
         let mut config = AllreduceConfig::new(rank, self.n, self.op, op_id, self.tolerate);
@@ -752,58 +519,35 @@ pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError
     let config = spec.sim_config(config);
     let inputs = generate_inputs(spec.input, spec.n, spec.input_len, config.seed);
     let op_id = OpId(1);
-    match spec.algo {
-        Algorithm::Rdb => {
-            let ranks = (0..spec.n)
-                .map(|r| RecursiveDoubling::new(RdbConfig::exact(Rank(r), spec.n, spec.op, op_id)))
-                .collect();
-            run(config, ranks, inputs, spec)
-        }
-        Algorithm::Direct => {
+    match spec.algo.kind() {
+        Kind::RecursiveDoubling { .. } => run(config, spec.rdb_ranks(op_id), inputs, spec),
+        Kind::Direct => {
             let ranks = (0..spec.n).map(|r| spec.direct(Rank(r), op_id)).collect();
             run(config, ranks, inputs, spec)
         }
-        Algorithm::Ardb => {
-            let ranks = (0..spec.n)
-                .map(|r| {
-                    RecursiveDoubling::new(RdbConfig::approximate(
-                        Rank(r),
-                        spec.n,
-                        spec.op,
-                        op_id,
-                        spec.steps,
-                    ))
-                })
-                .collect();
-            run(config, ranks, inputs, spec)
-        }
-        Algorithm::CorrectedReduce => {
+        Kind::Corrected(Collective::Reduce) => {
             let ranks = (0..spec.n)
                 .map(|r| spec.corrected_reduce(Rank(r), op_id))
                 .collect();
             run(config, ranks, inputs, spec)
         }
-        Algorithm::CorrectedBcast => {
+        Kind::Corrected(Collective::Bcast) => {
             let ranks = (0..spec.n)
                 .map(|r| spec.corrected_bcast(Rank(r), op_id))
                 .collect();
-            run_bcast(config, ranks, inputs, spec)
+            run(config, ranks, inputs, spec)
         }
-        Algorithm::CorrectedAllreduce => {
+        Kind::Corrected(Collective::Allreduce) => {
             let ranks = (0..spec.n)
                 .map(|r| spec.corrected_allreduce(Rank(r), op_id))
                 .collect();
             run(config, ranks, inputs, spec)
         }
-        Algorithm::FtcoBcast => {
-            let ranks = spec.ftco_ranks(op_id, config.seed)?;
-            run_bcast(config, ranks, inputs, spec)
-        }
-        Algorithm::FtcoReduce | Algorithm::FtcoAllreduce => {
+        Kind::Ftco(_) => {
             let ranks = spec.ftco_ranks(op_id, config.seed)?;
             run(config, ranks, inputs, spec)
         }
-        algo if algo.gossip_rule().is_some() => {
+        Kind::Gossip { .. } => {
             let period = config.cost.exchange_round_steps().max(1);
             if spec.gossip_single() {
                 let ranks = spec.gossip_ranks::<f32>(op_id, config.seed, period)?;
@@ -813,17 +557,10 @@ pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError
                 run(config, ranks, inputs, spec)
             }
         }
-        Algorithm::EraAgree => {
+        Kind::Agreement => {
             let ranks = (0..spec.n).map(|r| spec.era_run(Rank(r))).collect();
-            let expected = spec.era_expected();
-            let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
-            sim.set_expected(expected.iter().map(|w| *w as f64).collect());
-            Ok(sim.run())
+            run(config, ranks, inputs, spec)
         }
-        algo => Err(JobError::NotImplemented {
-            algo,
-            available: implemented_names(),
-        }),
     }
 }
 
@@ -844,34 +581,26 @@ pub fn stepped_simulation(
             .map(|p| Box::new(p) as Box<dyn Protocol + Send>)
             .collect()
     }
-    let ranks = match spec.algo {
-        Algorithm::Rdb => boxed(
-            (0..spec.n)
-                .map(|r| RecursiveDoubling::new(RdbConfig::exact(Rank(r), spec.n, spec.op, op_id)))
-                .collect(),
-        ),
-        Algorithm::Direct => boxed(
-            (0..spec.n)
-                .map(|r| spec.direct(Rank(r), op_id))
-                .collect(),
-        ),
-        Algorithm::CorrectedReduce => boxed(
+    let ranks = match spec.algo.kind() {
+        Kind::RecursiveDoubling { .. } => boxed(spec.rdb_ranks(op_id)),
+        Kind::Direct => boxed((0..spec.n).map(|r| spec.direct(Rank(r), op_id)).collect()),
+        Kind::Corrected(Collective::Reduce) => boxed(
             (0..spec.n)
                 .map(|r| spec.corrected_reduce(Rank(r), op_id))
                 .collect(),
         ),
-        Algorithm::CorrectedBcast => boxed(
+        Kind::Corrected(Collective::Bcast) => boxed(
             (0..spec.n)
                 .map(|r| spec.corrected_bcast(Rank(r), op_id))
                 .collect(),
         ),
-        Algorithm::CorrectedAllreduce => boxed(
+        Kind::Corrected(Collective::Allreduce) => boxed(
             (0..spec.n)
                 .map(|r| spec.corrected_allreduce(Rank(r), op_id))
                 .collect(),
         ),
-        algo if algo.ftco_collective().is_some() => boxed(spec.ftco_ranks(op_id, config.seed)?),
-        algo if algo.gossip_rule().is_some() => {
+        Kind::Ftco(_) => boxed(spec.ftco_ranks(op_id, config.seed)?),
+        Kind::Gossip { .. } => {
             let period = config.cost.exchange_round_steps().max(1);
             if spec.gossip_single() {
                 boxed(spec.gossip_ranks::<f32>(op_id, config.seed, period)?)
@@ -879,17 +608,12 @@ pub fn stepped_simulation(
                 boxed(spec.gossip_ranks::<f64>(op_id, config.seed, period)?)
             }
         }
-        algo => {
-            return Err(JobError::NotImplemented {
-                algo,
-                available: "rdb, the corrected-tree, ftco-* and gossip algorithms (the console's simulated mode)".into(),
-            })
-        }
+        Kind::Agreement => boxed((0..spec.n).map(|r| spec.era_run(Rank(r))).collect()),
     };
-    let root_input = inputs[..spec.input_len.min(inputs.len())].to_vec();
+    let expected = spec.expected_override(&inputs);
     let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
-    if matches!(spec.algo, Algorithm::CorrectedBcast | Algorithm::FtcoBcast) {
-        sim.set_expected(root_input);
+    if let Some(expected) = expected {
+        sim.set_expected(expected);
     }
     Ok(sim)
 }
@@ -903,45 +627,17 @@ fn run<P: Protocol>(
     inputs: Vec<f64>,
     spec: &JobSpec,
 ) -> Result<SimReport, JobError> {
+    let expected = spec.expected_override(&inputs);
     let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
+    if let Some(expected) = expected {
+        sim.set_expected(expected);
+    }
     Ok(sim.run())
-}
-
-/// A broadcast from rank 0: every rank should end with rank 0's input.
-fn run_bcast<P: Protocol>(
-    config: SimConfig,
-    ranks: Vec<P>,
-    inputs: Vec<f64>,
-    spec: &JobSpec,
-) -> Result<SimReport, JobError> {
-    let root_input = inputs[..spec.input_len].to_vec();
-    let mut sim = Simulation::new(config, ranks, inputs, spec.input_len, spec.op)?;
-    sim.set_expected(root_input);
-    Ok(sim.run())
-}
-
-/// Operators on numbers (not bitmaps or rank sets), which the reductions over f64 inputs take.
-fn is_arithmetic(op: ReduceOp) -> bool {
-    matches!(
-        op,
-        ReduceOp::Sum | ReduceOp::Average | ReduceOp::Min | ReduceOp::Max
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_round_trip_and_unknown_is_an_error() {
-        for algo in Algorithm::ALL {
-            assert_eq!(Algorithm::parse(algo.name()), Ok(algo));
-        }
-        assert!(matches!(
-            Algorithm::parse("allreduce"),
-            Err(JobError::UnknownAlgorithm(_))
-        ));
-    }
 
     #[test]
     fn bad_jobs_are_refused_before_running() {

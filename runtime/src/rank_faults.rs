@@ -298,7 +298,7 @@ mod tests {
     fn rdb_frame() -> Vec<u8> {
         ftcoll_algos::wire::encode(
             ftcoll_algos::FrameHeader::new(
-                ftcoll_algos::AlgoId::Rdb,
+                ftcoll_algos::Algorithm::Rdb,
                 2,
                 ftcoll_algos::OpId(1),
                 Rank(0),

@@ -14,9 +14,10 @@ use crate::protocol::{
     AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
 };
 use crate::rank::Rank;
+use crate::registry::Algorithm;
 use crate::time::Time;
 use crate::values::{finish_estimate, ReduceOp, Values, ValuesRef};
-use crate::wire::{encode_with_trailer, AlgoId, Frame, OpId};
+use crate::wire::{encode_with_trailer, Frame, OpId};
 
 use super::bcast::{BcastConfig, CorrectedBcast, Correction};
 use super::reduce::{CorrectedReduce, ReduceConfig};
@@ -89,7 +90,7 @@ impl AllreduceConfig {
             info: self.info,
             root: Rank(attempt),
             arity: self.arity,
-            algo: AlgoId::CorrectedAllreduce,
+            algo: Algorithm::CorrectedAllreduce,
             attempt,
         }
     }
@@ -103,7 +104,7 @@ impl AllreduceConfig {
             fanout: self.tolerate + 1,
             arity: self.arity,
             correction: self.correction,
-            algo: AlgoId::CorrectedAllreduce,
+            algo: Algorithm::CorrectedAllreduce,
             attempt,
         }
     }
@@ -298,7 +299,7 @@ impl CorrectedAllreduce {
     }
 
     fn on_message(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
-        if let Err(error) = frame.check(AlgoId::CorrectedAllreduce, self.config.op_id) {
+        if let Err(error) = frame.check(Algorithm::CorrectedAllreduce, self.config.op_id) {
             self.reject(from, error, out);
             return;
         }

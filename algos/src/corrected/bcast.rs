@@ -29,9 +29,10 @@ use crate::protocol::{
     AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
 };
 use crate::rank::Rank;
+use crate::registry::Algorithm;
 use crate::time::Time;
 use crate::values::{Values, ValuesRef};
-use crate::wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
+use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
 use super::layout::CorrectedLayout;
 use super::{check_header, unexpected, CorrectedKind, RankSet, FLAG_LEFTWARD, FLAG_ROOT_GAVE_UP};
@@ -80,7 +81,7 @@ pub struct BcastConfig {
     /// The correction phase.
     pub correction: Correction,
     /// The protocol id frames carry.
-    pub algo: AlgoId,
+    pub algo: Algorithm,
     /// The header's step: the allreduce attempt (0 stand-alone).
     pub attempt: u32,
 }
@@ -96,7 +97,7 @@ impl BcastConfig {
             fanout: tolerate + 1,
             arity: 2,
             correction: Correction::Checked,
-            algo: AlgoId::CorrectedBcast,
+            algo: Algorithm::CorrectedBcast,
             attempt: 0,
         }
     }

@@ -103,7 +103,7 @@ fn unexpected(from: u32, what: &'static str) -> FrameError {
 fn check_header(
     frame: &crate::wire::Frame<'_>,
     from: crate::rank::Rank,
-    algo: crate::wire::AlgoId,
+    algo: crate::registry::Algorithm,
     op_id: crate::wire::OpId,
     attempt: u32,
 ) -> Result<CorrectedKind, FrameError> {

@@ -18,9 +18,10 @@ use crate::protocol::{
     AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
 };
 use crate::rank::Rank;
+use crate::registry::Algorithm;
 use crate::time::Time;
 use crate::values::{finish_estimate, ReduceOp, Values, ValuesRef};
-use crate::wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
+use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
 use super::layout::CorrectedLayout;
 use super::{check_header, unexpected, CorrectedKind, FailureInfo, RankSet, FLAG_SUBTREE_FAILED};
@@ -45,7 +46,7 @@ pub struct ReduceConfig {
     /// Arity of the heaps inside each subtree.
     pub arity: u32,
     /// The protocol id frames carry (allreduce embeds a reduce under its own id).
-    pub algo: AlgoId,
+    pub algo: Algorithm,
     /// The header's step: the allreduce attempt (0 stand-alone).
     pub attempt: u32,
 }
@@ -69,7 +70,7 @@ impl ReduceConfig {
             info: FailureInfo::default(),
             root,
             arity: 2,
-            algo: AlgoId::CorrectedReduce,
+            algo: Algorithm::CorrectedReduce,
             attempt: 0,
         }
     }

@@ -141,7 +141,7 @@ fn deliver(
 }
 
 fn input_header(from: u32, op: u64) -> FrameHeader {
-    FrameHeader::new(AlgoId::Direct, KIND_INPUT, OpId(op), Rank(from), 0)
+    FrameHeader::new(Algorithm::Direct, KIND_INPUT, OpId(op), Rank(from), 0)
 }
 
 fn rejected(events: &[Event]) -> bool {
@@ -180,7 +180,7 @@ fn foreign_duplicate_and_misshapen_frames_are_rejected() {
         input_header(1, 1),
         &[2.0, 3.0]
     )));
-    let wrong_kind = FrameHeader::new(AlgoId::Direct, 9, OpId(1), Rank(1), 0);
+    let wrong_kind = FrameHeader::new(Algorithm::Direct, 9, OpId(1), Rank(1), 0);
     assert!(rejected(&deliver(
         &mut rank,
         &mut out,

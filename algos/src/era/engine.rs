@@ -8,8 +8,9 @@ use super::value::{check_op, op_code, op_from_code, AgreeError, AgreedValue};
 use super::EraKind;
 use crate::protocol::{Counters, Outbox};
 use crate::rank::{Rank, RankSet};
+use crate::registry::Algorithm;
 use crate::values::{ReduceOp, ValuesRef};
-use crate::wire::{AlgoId, Frame, FrameError, FrameHeader, OpId};
+use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
 /// Header flag: the value carries an acknowledged set (else that part is ⊥).
 const FLAG_ACKED: u16 = 1 << 8;
@@ -381,9 +382,15 @@ impl Era {
         if value.acked.is_some() {
             flags |= FLAG_ACKED;
         }
-        let header = FrameHeader::new(AlgoId::Era, kind as u8, OpId(a), Rank(self.me), generation)
-            .with_aux(value.returned_floor)
-            .with_flags(flags);
+        let header = FrameHeader::new(
+            Algorithm::EraAgree,
+            kind as u8,
+            OpId(a),
+            Rank(self.me),
+            generation,
+        )
+        .with_aux(value.returned_floor)
+        .with_flags(flags);
         value.trailer(&mut self.trailer);
         out.send_with_ranks(
             Rank(to),
@@ -396,7 +403,7 @@ impl Era {
 
     fn send_request(&mut self, to: u32, a: u64, op: ReduceOp, generation: u32, out: &mut Outbox) {
         let header = FrameHeader::new(
-            AlgoId::Era,
+            Algorithm::EraAgree,
             EraKind::ResultRequest as u8,
             OpId(a),
             Rank(self.me),
@@ -415,14 +422,14 @@ impl Era {
         out: &mut Outbox,
     ) -> Result<(), FrameError> {
         let header = frame.header;
-        if header.algo != AlgoId::Era as u8 {
+        if header.algo != Algorithm::EraAgree as u8 {
             return Err(FrameError::WrongAlgorithm {
-                expected: AlgoId::Era,
-                got: frame.algo().unwrap_or(AlgoId::Era),
+                expected: Algorithm::EraAgree,
+                got: frame.algo().unwrap_or(Algorithm::EraAgree),
             });
         }
         let kind = EraKind::from_u8(header.kind).ok_or(FrameError::UnknownKind {
-            algo: AlgoId::Era,
+            algo: Algorithm::EraAgree,
             kind: header.kind,
         })?;
         let unexpected = |what| FrameError::Unexpected { from: from.0, what };
@@ -635,7 +642,7 @@ impl Era {
             return;
         }
         let header = FrameHeader::new(
-            AlgoId::Era,
+            Algorithm::EraAgree,
             EraKind::Revoke as u8,
             OpId(self.id_base),
             Rank(self.me),

@@ -63,10 +63,11 @@ pub use ranges::{Contributors, ContributorsError};
 
 use crate::protocol::Outbox;
 use crate::rank::Rank;
+use crate::registry::Algorithm;
 use crate::time::Duration;
 use crate::topology::Tree;
 use crate::values::ReduceOp;
-use crate::wire::{AlgoId, FrameHeader, OpId};
+use crate::wire::{FrameHeader, OpId};
 
 /// Which collective one [`Ftco`] runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,11 +82,11 @@ pub enum Collective {
 
 impl Collective {
     /// The protocol id its frames carry.
-    pub fn algo(self) -> AlgoId {
+    pub fn algo(self) -> Algorithm {
         match self {
-            Collective::Bcast => AlgoId::FtcoBcast,
-            Collective::Reduce => AlgoId::FtcoReduce,
-            Collective::Allreduce => AlgoId::FtcoAllreduce,
+            Collective::Bcast => Algorithm::FtcoBcast,
+            Collective::Reduce => Algorithm::FtcoReduce,
+            Collective::Allreduce => Algorithm::FtcoAllreduce,
         }
     }
 }
@@ -210,8 +211,10 @@ impl FtcoConfig {
 /// receiver, `from` the sender, as the operation numbers them. Queues the ACK and returns true
 /// for such a frame; false for any other.
 pub fn ack_before_start(me: Rank, from: Rank, header: &FrameHeader, out: &mut Outbox) -> bool {
-    let algo = match AlgoId::from_u8(header.algo) {
-        Some(algo @ (AlgoId::FtcoBcast | AlgoId::FtcoReduce | AlgoId::FtcoAllreduce)) => algo,
+    let algo = match Algorithm::from_wire(header.algo) {
+        Some(algo @ (Algorithm::FtcoBcast | Algorithm::FtcoReduce | Algorithm::FtcoAllreduce)) => {
+            algo
+        }
         _ => return false,
     };
     if !matches!(

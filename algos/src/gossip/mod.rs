@@ -42,10 +42,11 @@ pub use real::Real;
 pub use stop::StopRule;
 
 use crate::rank::Rank;
+use crate::registry::Algorithm;
 use crate::time::Duration;
 use crate::topology::Topology;
 use crate::values::ReduceOp;
-use crate::wire::{AlgoId, OpId};
+use crate::wire::OpId;
 
 /// What a push and a receive do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -193,15 +194,15 @@ impl GossipConfig {
     }
 
     /// The frame id of the algorithm this configuration runs.
-    pub fn algo_id(&self) -> AlgoId {
+    pub fn algo_id(&self) -> Algorithm {
         match (self.rule, self.schedule.is_permutation()) {
-            (Rule::PushSum, false) => AlgoId::PushSum,
-            (Rule::PushSum, true) => AlgoId::Hps,
-            (Rule::PushFlow, _) => AlgoId::PushFlow,
-            (Rule::LocalCorrection, false) => AlgoId::Pflc,
-            (Rule::LocalCorrection, true) => AlgoId::Hpflc,
-            (Rule::CooperativeCorrection, _) => AlgoId::Pfcc,
-            (Rule::PushCancelFlow | Rule::PushCancelFlowTolerant, _) => AlgoId::Pcf,
+            (Rule::PushSum, false) => Algorithm::Ps,
+            (Rule::PushSum, true) => Algorithm::Hps,
+            (Rule::PushFlow, _) => Algorithm::Pf,
+            (Rule::LocalCorrection, false) => Algorithm::Pflc,
+            (Rule::LocalCorrection, true) => Algorithm::Hpflc,
+            (Rule::CooperativeCorrection, _) => Algorithm::Pfcc,
+            (Rule::PushCancelFlow | Rule::PushCancelFlowTolerant, _) => Algorithm::Pcf,
         }
     }
 

@@ -82,7 +82,7 @@ fn a_restarted_instance_is_a_fresh_one() {
     let mut used = run(exact(6), &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     let mut early = RecursiveDoubling::new(RdbConfig::exact(Rank(0), 4, ReduceOp::Max, OpId(3)));
     let mut out = Outbox::new();
-    let header = FrameHeader::new(AlgoId::Rdb, RdbKind::Exchange as u8, OpId(3), Rank(2), 2);
+    let header = FrameHeader::new(Algorithm::Rdb, RdbKind::Exchange as u8, OpId(3), Rank(2), 2);
     let words = crate::wire::encode(header.with_aux(1), ValuesRef::F64(&[9.0]));
     let frame = Frame::decode(&words).unwrap();
     early.handle(
@@ -191,7 +191,7 @@ fn wrong_partner_duplicate_and_foreign_frames_are_rejected() {
         };
     let exchange = |from: u32, step: u32| {
         FrameHeader::new(
-            AlgoId::Rdb,
+            Algorithm::Rdb,
             RdbKind::Exchange as u8,
             OpId(1),
             Rank(from),
@@ -246,7 +246,7 @@ fn any_failure_while_running_aborts_and_after_completion_does_not() {
         &mut out,
     );
     let bytes = crate::wire::encode(
-        FrameHeader::new(AlgoId::Rdb, RdbKind::Exchange as u8, OpId(1), Rank(1), 1).with_aux(1),
+        FrameHeader::new(Algorithm::Rdb, RdbKind::Exchange as u8, OpId(1), Rank(1), 1).with_aux(1),
         ValuesRef::F64(&[1.0]),
     );
     let frame = Frame::decode(&bytes).unwrap();

@@ -456,7 +456,7 @@ impl LiveConsole {
 pub fn run(spec: &crate::live::LiveSpec<'_>, op: ReduceOp, kind: InputKind) -> anyhow::Result<()> {
     let args = spec.args;
     let info = JobInfo {
-        algo: args.algo_name().to_string(),
+        algo: args.algo().name().to_string(),
         n: args.n,
         transport: spec.transport.name().to_string(),
         simulated: false,
@@ -484,7 +484,7 @@ pub fn run(spec: &crate::live::LiveSpec<'_>, op: ReduceOp, kind: InputKind) -> a
         "{} ranks ({}), {}: {} operations in {:.1} s",
         args.n,
         spec.transport,
-        args.algo_name(),
+        args.algo().name(),
         console.allowed + 1,
         outcome.wall_s
     );

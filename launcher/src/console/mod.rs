@@ -21,7 +21,7 @@ use crate::cli::RunArgs;
 
 /// The algorithm the console runs when none is given: Push-Flow with cooperative correction
 /// converges visibly and survives crashes, failed links and bit flips (000 Sec. 4).
-pub const DEFAULT_CONSOLE_ALGO: &str = "pfcc";
+pub const DEFAULT_CONSOLE_ALGO: ftcoll_algos::Algorithm = ftcoll_algos::Algorithm::Pfcc;
 /// Time between gossip pushes on real ranks under the console, unless `--gossip-period` says
 /// otherwise: slow enough that convergence takes a second or two to watch.
 pub const CONSOLE_GOSSIP_PERIOD: &str = "20ms";
@@ -73,7 +73,8 @@ pub fn value_bits(args: &RunArgs) -> u32 {
     let single = match args.precision.as_deref() {
         Some("f32") => true,
         Some(_) => false,
-        None => matches!(args.algo_name(), "hps" | "hpflc"),
+        // The round-based gossip of 000 Sec. 6 keeps single precision by default.
+        None => args.algo().is_round_based_gossip(),
     };
     if single {
         32

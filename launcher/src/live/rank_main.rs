@@ -12,15 +12,15 @@ use ftcoll_runtime::comm::{CommError, Communicator, CorrectedOptions, Outcome};
 use ftcoll_runtime::control::OpReport;
 use ftcoll_runtime::ftco_call::FtcoCall;
 use ftcoll_runtime::gossip_call::GossipCall;
-use ftcoll_runtime::job::{Algorithm, GossipOptions};
+use ftcoll_runtime::job::{Algorithm, GossipOptions, Kind};
 use ftcoll_runtime::sim::{rank_inputs, InputKind};
 
 /// Flags of the hidden `__rank` subcommand the launcher starts.
 #[derive(Debug, Args, Clone)]
 pub struct RankArgs {
     /// Algorithm.
-    #[arg(long)]
-    pub algo: String,
+    #[arg(long, value_parser = crate::cli::parse_algorithm)]
+    pub algo: Algorithm,
     /// Operator.
     #[arg(long)]
     pub op: String,
@@ -153,18 +153,14 @@ impl Collective {
             correction: crate::run::parse_correction(&args.correction)
                 .unwrap_or(Correction::Checked),
         };
-        match args.algo.as_str() {
-            "corrected-allreduce" => Collective::CorrectedAllreduce(options),
-            "corrected-reduce" => Collective::CorrectedReduce(options),
-            "corrected-bcast" => Collective::CorrectedBcast(options),
-            "era-agree" => Collective::EraAgree,
-            "direct" => Collective::Direct,
-            "ftco-bcast" | "ftco-reduce" | "ftco-allreduce" => {
-                let collective = match args.algo.as_str() {
-                    "ftco-bcast" => FtcoCollective::Bcast,
-                    "ftco-reduce" => FtcoCollective::Reduce,
-                    _ => FtcoCollective::Allreduce,
-                };
+        match args.algo.kind() {
+            Kind::RecursiveDoubling { .. } => Collective::Rdb,
+            Kind::Direct => Collective::Direct,
+            Kind::Corrected(FtcoCollective::Allreduce) => Collective::CorrectedAllreduce(options),
+            Kind::Corrected(FtcoCollective::Reduce) => Collective::CorrectedReduce(options),
+            Kind::Corrected(FtcoCollective::Bcast) => Collective::CorrectedBcast(options),
+            Kind::Agreement => Collective::EraAgree,
+            Kind::Ftco(collective) => {
                 let options = crate::run::ftco_options_from(
                     &args.ftco_tree,
                     args.ftco_roots,
@@ -181,10 +177,7 @@ impl Collective {
                     seed: args.seed,
                 })
             }
-            name if Algorithm::parse(name).is_ok_and(|a| a.gossip_rule().is_some()) => {
-                Collective::Gossip
-            }
-            _ => Collective::Rdb,
+            Kind::Gossip { .. } => Collective::Gossip,
         }
     }
 
@@ -284,7 +277,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
     let mut comm = Communicator::from_env()?;
     let op = ReduceOp::parse(&args.op).unwrap_or(ReduceOp::Sum);
     let input = InputKind::parse(&args.input).unwrap_or(InputKind::Uniform);
-    let mine = if args.algo == "era-agree" {
+    let mine = if args.algo == Algorithm::EraAgree {
         vec![0.0]
     } else {
         rank_inputs(input, comm.rank(), args.len, args.seed)
@@ -313,7 +306,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
         if args.paced && !comm.wait_for_go(index)? {
             break;
         }
-        let mut data = if args.paced && index > 0 && args.algo != "era-agree" {
+        let mut data = if args.paced && index > 0 && args.algo != Algorithm::EraAgree {
             rank_inputs(
                 input,
                 comm.rank(),
@@ -494,9 +487,7 @@ impl FaultOpRun<'_> {
 
 /// The gossip options of a rank, when the job is a gossip reduction.
 fn gossip_call(args: &RankArgs) -> Result<Option<GossipCall>, CommError> {
-    let Ok(algo) = Algorithm::parse(&args.algo) else {
-        return Ok(None);
-    };
+    let algo = args.algo;
     if algo.gossip_rule().is_none() {
         return Ok(None);
     }

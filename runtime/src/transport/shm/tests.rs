@@ -4,7 +4,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ftcoll_algos::wire::{encode, Frame, FrameHeader};
-use ftcoll_algos::{AlgoId, OpId, Rank, ValuesRef};
+use ftcoll_algos::{Algorithm, OpId, Rank, ValuesRef};
 
 use super::segment::{Geometry, Segment};
 use super::*;
@@ -26,7 +26,7 @@ fn segment(ranks: u32, lanes: u32, lane_bytes: u32) -> Arc<Segment> {
 fn frame(from: u32, seq: u32, len: usize) -> Vec<u8> {
     let payload: Vec<f64> = (0..len).map(|i| f64::from(seq) + i as f64).collect();
     encode(
-        FrameHeader::new(AlgoId::Rdb, 2, OpId(1), Rank(from), seq),
+        FrameHeader::new(Algorithm::Rdb, 2, OpId(1), Rank(from), seq),
         ValuesRef::F64(&payload),
     )
 }

@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ftcoll_algos::wire::{encode, Frame, FrameHeader, OpId};
-use ftcoll_algos::{AlgoId, Rank, ValuesRef};
+use ftcoll_algos::{Algorithm, Rank, ValuesRef};
 
 use super::rx::RxBuf;
 use super::*;
@@ -62,7 +62,7 @@ fn payload(sender: u32, seq: u32, len: usize) -> Vec<f64> {
 }
 
 fn frame(sender: u32, to: u32, seq: u32, len: usize) -> Vec<u8> {
-    let header = FrameHeader::new(AlgoId::PushSum, 1, OpId(u64::from(to)), Rank(sender), seq);
+    let header = FrameHeader::new(Algorithm::Ps, 1, OpId(u64::from(to)), Rank(sender), seq);
     encode(header, ValuesRef::F64(&payload(sender, seq, len)))
 }
 
