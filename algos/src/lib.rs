@@ -15,6 +15,7 @@ pub mod bits;
 pub mod corrected;
 pub mod direct;
 pub mod era;
+pub mod fault;
 pub mod ftco;
 pub mod gossip;
 pub mod inspect;

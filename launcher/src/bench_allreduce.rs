@@ -229,7 +229,7 @@ pub fn ftcoll_timings(
     let cli = Cli::try_parse_from(&argv)?;
     let parsed_faults = faults
         .iter()
-        .map(|f| ftcoll_runtime::faults::FaultSpec::parse(f))
+        .map(|f| ftcoll_launcher::text::parse_fault(f))
         .collect::<Result<Vec<_>, _>>()?;
     let exe = std::env::current_exe()?;
     let mut program_args: Vec<String> = [

@@ -80,7 +80,7 @@ pub fn gossip_options(args: &RunArgs) -> anyhow::Result<GossipOptions> {
 
 /// Push period of gossip on real ranks.
 pub fn gossip_period(text: &str) -> anyhow::Result<std::time::Duration> {
-    let time = ftcoll_runtime::faults::parse_time("gossip-period", text).with_context(|| {
+    let time = ftcoll_launcher::text::parse_time("gossip-period", text).with_context(|| {
         format!("--gossip-period '{text}': give a time with its unit, e.g. 1ms")
     })?;
     match time {
@@ -167,7 +167,9 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     let faults = args
         .faults
         .iter()
-        .map(|spec| FaultSpec::parse(spec).with_context(|| format!("in --fault {spec}")))
+        .map(|spec| {
+            ftcoll_launcher::text::parse_fault(spec).with_context(|| format!("in --fault {spec}"))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let ranks_per_node = args.ranks_per_node.unwrap_or(1);
     if ranks_per_node == 0 {
@@ -214,7 +216,8 @@ pub fn ftco_options_from(
     sim: bool,
 ) -> anyhow::Result<FtcoOptions> {
     use ftcoll_algos::time::Duration as Ticks;
-    use ftcoll_runtime::faults::{parse_time, FaultTime};
+    use ftcoll_launcher::text::parse_time;
+    use ftcoll_runtime::faults::FaultTime;
     let shape = ftcoll_algos::ftco::parse_shape(tree).map_err(anyhow::Error::msg)?;
     let service =
         ftcoll_algos::ftco::parse_service(service_distance).map_err(anyhow::Error::msg)?;
@@ -390,7 +393,9 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
     let faults = args
         .faults
         .iter()
-        .map(|spec| FaultSpec::parse(spec).with_context(|| format!("in --fault {spec}")))
+        .map(|spec| {
+            ftcoll_launcher::text::parse_fault(spec).with_context(|| format!("in --fault {spec}"))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     for rank in 0..args.n.min(1) {
         // Rank-side faults are checked here too, so a bad unit fails before anything starts.

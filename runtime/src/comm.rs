@@ -29,7 +29,7 @@ use crate::control::client::ControlClient;
 use crate::control::{ControlError, OpReport};
 use crate::env::{EnvError, RankEnv};
 use crate::exec::{Endpoint, ExecError, OpEnd, ERA_EPOCH_SHIFT};
-use crate::faults::{FaultSpec, FaultSpecError};
+use crate::faults::FaultError;
 use crate::progress::ProgressThread;
 use crate::rank_faults::RankFaults;
 use crate::transport::backend::Backend;
@@ -60,9 +60,9 @@ pub enum CommError {
     /// The control plane failed.
     #[error("control plane: {0}")]
     Control(#[from] ControlError),
-    /// A scripted fault is malformed.
-    #[error("FTCOLL_FAULTS: {0}")]
-    Faults(#[from] FaultSpecError),
+    /// A scripted fault cannot be applied on this rank.
+    #[error("scripted fault: {0}")]
+    Faults(#[from] FaultError),
     /// Ranks failed and the algorithm cannot complete without them.
     #[error("ranks {failed:?} failed; the collective cannot complete")]
     PeerFailed {
@@ -273,12 +273,7 @@ impl Communicator {
     /// Joins the job described by `env`.
     pub fn join(env: RankEnv) -> Result<Communicator, CommError> {
         die_with_launcher(&env);
-        let specs = env
-            .faults
-            .iter()
-            .map(|s| FaultSpec::parse(s))
-            .collect::<Result<Vec<_>, _>>()?;
-        let faults = RankFaults::for_rank(&specs, Rank(env.rank), env.job_id)?;
+        let faults = RankFaults::for_rank(&env.faults, Rank(env.rank), env.job_id)?;
         let control_cell: Arc<OnceLock<Arc<ControlClient>>> = Arc::new(OnceLock::new());
         let transport = open_transport(&env, &control_cell)?;
         let control = Arc::new(ControlClient::connect(&env, &transport.local_address())?);

@@ -19,7 +19,7 @@
 //! | `FTCOLL_HEARTBEAT_MS` | heartbeat period to the launcher, in ms |
 //! | `FTCOLL_TELEMETRY_MS` | status-sample period for the console, in ms (unset or 0: no samples) |
 //! | `FTCOLL_SPIN_US` | busy-wait budget before a waiting rank sleeps, in µs |
-//! | `FTCOLL_FAULTS` | scripted faults for this rank, `;`-separated `--fault` specs |
+//! | `FTCOLL_FAULTS` | scripted faults of the job, hex of their binary form ([`encode_faults`]) |
 //! | `FTCOLL_OP_TIMEOUT_MS` | a rank's time limit for one collective, in ms (default 600 000) |
 //! | `FTCOLL_BIND` | `core`: pin each rank to the (`rank` mod k)-th of the k cores it may run on (the launcher sets it unless it is set; `none` keeps ranks free) |
 //! | `FTCOLL_SHM_LANE_BYTES` | (launcher) ring bytes per shared-memory lane (a power of two, at least 256) |
@@ -27,6 +27,8 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
+
+use ftcoll_algos::fault::FaultSpec;
 
 use crate::transport::TransportKind;
 
@@ -61,8 +63,8 @@ pub struct RankEnv {
     pub spin: Duration,
     /// Status-sample period for the console (`None`: no console).
     pub telemetry: Option<Duration>,
-    /// Scripted faults (raw specs).
-    pub faults: Vec<String>,
+    /// Scripted faults.
+    pub faults: Vec<FaultSpec>,
 }
 
 /// A missing or malformed variable.
@@ -177,14 +179,12 @@ impl RankEnv {
         let bind_ip = bind_text
             .parse()
             .map_err(|_| invalid("FTCOLL_BIND_IP", &bind_text, "expected an IP address"))?;
-        let faults = lookup("FTCOLL_FAULTS")
-            .map(|v| {
-                v.split(';')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let faults = match lookup("FTCOLL_FAULTS") {
+            Some(text) => {
+                decode_faults(&text).map_err(|why| invalid("FTCOLL_FAULTS", &text, why))?
+            }
+            None => Vec::new(),
+        };
         Ok(RankEnv {
             rank,
             size,
@@ -210,6 +210,31 @@ impl RankEnv {
             ofi_provider: lookup("FTCOLL_OFI_PROVIDER").filter(|p| !p.is_empty()),
         })
     }
+}
+
+/// Most scripted faults a rank takes from its environment.
+pub const MAX_SCRIPTED_FAULTS: usize = 4096;
+
+/// `FTCOLL_FAULTS`: the binary form of the specs ([`FaultSpec::encode_list`]) in hex.
+pub fn encode_faults(specs: &[FaultSpec]) -> String {
+    FaultSpec::encode_list(specs)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Reads what [`encode_faults`] wrote.
+fn decode_faults(text: &str) -> Result<Vec<FaultSpec>, &'static str> {
+    let text = text.as_bytes();
+    if !text.len().is_multiple_of(2) {
+        return Err("expected an even number of hex digits");
+    }
+    let digit = |c: u8| (c as char).to_digit(16).ok_or("expected hex digits");
+    let bytes = text
+        .chunks_exact(2)
+        .map(|pair| Ok((digit(pair[0])? * 16 + digit(pair[1])?) as u8))
+        .collect::<Result<Vec<u8>, &'static str>>()?;
+    FaultSpec::decode_list(&bytes, MAX_SCRIPTED_FAULTS).map_err(|_| "not an encoded fault list")
 }
 
 #[cfg(test)]

@@ -254,13 +254,10 @@ impl<T: Transport> Endpoint<T> {
             }
         }
         // After take_failures, which clears the news flag (see take_injected).
-        for text in self.control.take_injected() {
-            match crate::faults::FaultSpec::parse(&text) {
-                Ok(spec) => match self.faults.inject(&spec, self.epoch.elapsed()) {
-                    Ok(()) => tracing::info!(rank = self.me.0, fault = %text, "injected fault"),
-                    Err(error) => tracing::warn!(fault = %text, %error, "injected fault refused"),
-                },
-                Err(error) => tracing::warn!(fault = %text, %error, "injected fault refused"),
+        for spec in self.control.take_injected() {
+            match self.faults.inject(&spec, self.epoch.elapsed()) {
+                Ok(()) => tracing::info!(rank = self.me.0, fault = %spec, "injected fault"),
+                Err(error) => tracing::warn!(fault = %spec, %error, "injected fault refused"),
             }
         }
         fresh

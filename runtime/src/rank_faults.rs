@@ -13,19 +13,15 @@ use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::Rank;
 
 use crate::faults::{
-    FaultSpec, FaultSpecError, FaultTime, FlipTarget, KillTime, MessageSelector, Spread,
+    FaultError, FaultSpec, FaultTime, FlipTarget, KillTime, MessageSelector, Spread,
 };
 
 /// Wall-clock time of a real-run fault: a unit is required except for 0.
-pub fn wall_time(at: FaultTime) -> Result<Duration, FaultSpecError> {
+pub fn wall_time(at: FaultTime) -> Result<Duration, FaultError> {
     match at {
         FaultTime::Nanos(ns) => Ok(Duration::from_nanos(ns)),
         FaultTime::Steps(0) => Ok(Duration::ZERO),
-        FaultTime::Steps(_) => Err(FaultSpecError::BadValue {
-            key: "at".into(),
-            value: at.to_string(),
-            why: "real runs count wall-clock time: give a unit, e.g. at=50ms",
-        }),
+        FaultTime::Steps(_) => Err(FaultError::StepsOnRealRanks { field: "at" }),
     }
 }
 
@@ -69,11 +65,7 @@ const SLOW_UNIT: Duration = Duration::from_micros(100);
 
 impl RankFaults {
     /// The faults of `specs` that concern rank `me`, for a job seeded by `seed`.
-    pub fn for_rank(
-        specs: &[FaultSpec],
-        me: Rank,
-        seed: u64,
-    ) -> Result<RankFaults, FaultSpecError> {
+    pub fn for_rank(specs: &[FaultSpec], me: Rank, seed: u64) -> Result<RankFaults, FaultError> {
         let mut faults = RankFaults {
             me: me.0,
             flips: Vec::new(),
@@ -99,7 +91,7 @@ impl RankFaults {
     /// Adds a fault that arrived while the job runs (from the console): its times count from
     /// `now` (the rank's time since it started) and a message selector `nth=K` counts from the
     /// next message. Faults on other ranks are ignored.
-    pub fn inject(&mut self, spec: &FaultSpec, now: Duration) -> Result<(), FaultSpecError> {
+    pub fn inject(&mut self, spec: &FaultSpec, now: Duration) -> Result<(), FaultError> {
         self.add(spec, now, self.sent)
     }
 
@@ -110,7 +102,7 @@ impl RankFaults {
         spec: &FaultSpec,
         offset: Duration,
         first_message: u64,
-    ) -> Result<(), FaultSpecError> {
+    ) -> Result<(), FaultError> {
         let me = Rank(self.me);
         let at = |t: FaultTime| wall_time(t).map(|d| d + offset);
         match *spec {
@@ -314,24 +306,43 @@ mod tests {
         bytemuck::pod_read_unaligned(&frame[at..at + 8])
     }
 
-    fn specs(texts: &[&str]) -> Vec<FaultSpec> {
-        texts.iter().map(|t| FaultSpec::parse(t).unwrap()).collect()
+    fn kill_at(rank: u32, at: FaultTime) -> Vec<FaultSpec> {
+        vec![FaultSpec::Kill {
+            rank: Rank(rank),
+            at: KillTime::At(at),
+        }]
+    }
+
+    fn flip_first_value(rank: u32, which: MessageSelector) -> FaultSpec {
+        FaultSpec::FlipMessage {
+            rank: Rank(rank),
+            which,
+            target: FlipTarget::Payload { elem: 0, bit: 63 },
+        }
     }
 
     #[test]
     fn plain_times_are_refused_for_real_runs() {
-        assert!(RankFaults::for_rank(&specs(&["kill:rank=1,at=50"]), Rank(0), 1).is_err());
-        assert!(RankFaults::for_rank(&specs(&["kill:rank=1,at=50ms"]), Rank(0), 1).is_ok());
-        assert!(RankFaults::for_rank(&specs(&["kill:rank=1,at=0"]), Rank(0), 1).is_ok());
+        let at = |t| RankFaults::for_rank(&kill_at(1, t), Rank(0), 1);
+        assert!(at(FaultTime::Steps(50)).is_err());
+        assert!(at(FaultTime::Nanos(50_000_000)).is_ok());
+        assert!(at(FaultTime::Steps(0)).is_ok());
     }
 
     #[test]
     fn message_faults_apply_to_their_rank_only() {
-        let plan = specs(&[
-            "flip-msg:rank=0,bit=63,nth=1",
-            "cut:link=0-2",
-            "kill:rank=0,op=3",
-        ]);
+        let plan = [
+            flip_first_value(0, MessageSelector::Nth(1)),
+            FaultSpec::Cut {
+                a: Rank(0),
+                b: Rank(2),
+                at: FaultTime::Steps(0),
+            },
+            FaultSpec::Kill {
+                rank: Rank(0),
+                at: KillTime::Operation(3),
+            },
+        ];
         let mut mine = RankFaults::for_rank(&plan, Rank(0), 1).unwrap();
         let other = RankFaults::for_rank(&plan, Rank(1), 1).unwrap();
         assert!(mine.dies_at_op(3) && !other.dies_at_op(3));
@@ -366,13 +377,26 @@ mod tests {
         // "The next message", though five went out before it arrived.
         let now = Duration::from_millis(40);
         faults
-            .inject(&FaultSpec::parse("flip-msg:rank=0,bit=63").unwrap(), now)
+            .inject(&flip_first_value(0, MessageSelector::Nth(0)), now)
             .unwrap();
         faults
-            .inject(&FaultSpec::parse("cut:link=0-2,at=10ms").unwrap(), now)
+            .inject(
+                &FaultSpec::Cut {
+                    a: Rank(0),
+                    b: Rank(2),
+                    at: FaultTime::Nanos(10_000_000),
+                },
+                now,
+            )
             .unwrap();
         faults
-            .inject(&FaultSpec::parse("drop:rank=3,rate=1").unwrap(), now)
+            .inject(
+                &FaultSpec::Drop {
+                    rank: Some(Rank(3)),
+                    rate: 1.0,
+                },
+                now,
+            )
             .unwrap();
         let flipped = faults
             .outgoing(Rank(1), &frame, now, &mut scratch)

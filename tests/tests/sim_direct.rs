@@ -17,7 +17,10 @@ fn spec(n: u32) -> JobSpec {
 }
 
 fn faults(specs: &[&str]) -> Vec<FaultSpec> {
-    specs.iter().map(|s| FaultSpec::parse(s).unwrap()).collect()
+    specs
+        .iter()
+        .map(|s| ftcoll_launcher::text::parse_fault(s).unwrap())
+        .collect()
 }
 
 #[test]

@@ -8,7 +8,10 @@ use ftcoll_runtime::job::{simulate, Algorithm, JobSpec};
 use ftcoll_runtime::sim::{CrashCause, DetectorModel, SimConfig, SimError};
 
 fn faults(specs: &[&str]) -> Vec<FaultSpec> {
-    specs.iter().map(|s| FaultSpec::parse(s).unwrap()).collect()
+    specs
+        .iter()
+        .map(|s| ftcoll_launcher::text::parse_fault(s).unwrap())
+        .collect()
 }
 
 #[test]

@@ -267,7 +267,9 @@ fn late_starters_are_acknowledged_and_included() {
         let spec = allreduce_spec(n, shape, roots);
         let config = SimConfig {
             seed,
-            faults: vec![FaultSpec::parse(&format!("spread:uniform={width}")).unwrap()],
+            faults: vec![
+                ftcoll_launcher::text::parse_fault(&format!("spread:uniform={width}")).unwrap(),
+            ],
             max_events: 50_000_000,
             ..SimConfig::default()
         };

@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ftcoll_algos::ReduceOp;
-use ftcoll_runtime::faults::FaultSpec;
 use ftcoll_runtime::job::{simulate, Algorithm, JobSpec};
 use ftcoll_runtime::sim::{DetectorModel, SimConfig, SimReport};
 
@@ -24,7 +23,7 @@ fn run(spec: &JobSpec, faults: &[&str], seed: u64) -> SimReport {
         seed,
         faults: faults
             .iter()
-            .map(|f| FaultSpec::parse(f).unwrap())
+            .map(|f| ftcoll_launcher::text::parse_fault(f).unwrap())
             .collect(),
         ..SimConfig::default()
     };
@@ -133,7 +132,7 @@ fn a_crash_leaves_the_survivors_aggregate_except_for_push_sum() {
             spec.steps = Some(3000);
             let config = SimConfig {
                 seed: 5,
-                faults: vec![FaultSpec::parse("kill:rank=9,at=600").unwrap()],
+                faults: vec![ftcoll_launcher::text::parse_fault("kill:rank=9,at=600").unwrap()],
                 detector: DetectorModel::Perfect { delay_steps: 30 },
                 ..SimConfig::default()
             };
@@ -205,7 +204,7 @@ fn a_failed_link_sets_push_flow_back_but_not_push_cancel_flow() {
         spec.steps = Some(800);
         let config = SimConfig {
             seed: 2,
-            faults: vec![FaultSpec::parse("cut:link=0-1,at=1800").unwrap()],
+            faults: vec![ftcoll_launcher::text::parse_fault("cut:link=0-1,at=1800").unwrap()],
             history_every: Some(12),
             ..SimConfig::default()
         };

@@ -8,7 +8,6 @@
 
 use ftcoll_algos::wire::OpId;
 use ftcoll_algos::ReduceOp;
-use ftcoll_runtime::faults::FaultSpec;
 use ftcoll_runtime::job::{stepped_simulation, Algorithm, JobSpec};
 use ftcoll_runtime::sim::{DetectorModel, SimConfig};
 
@@ -52,7 +51,10 @@ fn check(algo: Algorithm) -> u32 {
         let at = seed * 7919 % (run_steps(algo) * 4 / 3);
         let config = SimConfig {
             seed,
-            faults: vec![FaultSpec::parse(&format!("kill:rank={KILLED},at={at}")).unwrap()],
+            faults: vec![ftcoll_launcher::text::parse_fault(&format!(
+                "kill:rank={KILLED},at={at}"
+            ))
+            .unwrap()],
             detector: DetectorModel::Perfect { delay_steps: 30 },
             ..SimConfig::default()
         };

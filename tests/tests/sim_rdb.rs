@@ -5,7 +5,6 @@
 
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
 use ftcoll_algos::{OpId, Phase, Protocol, Rank, ReduceOp};
-use ftcoll_runtime::faults::FaultSpec;
 use ftcoll_runtime::job::{simulate, Algorithm, JobSpec};
 use ftcoll_runtime::sim::oracle::compensated_sum;
 use ftcoll_runtime::sim::{DetectorModel, SimConfig, SimReport, Simulation};
@@ -92,9 +91,9 @@ fn one_seed_replays_and_different_seeds_differ() {
     let faulty = |seed| SimConfig {
         seed,
         faults: vec![
-            FaultSpec::parse("drop:rank=all,rate=0.01").unwrap(),
-            FaultSpec::parse("kill:rank=5,at=30").unwrap(),
-            FaultSpec::parse("spread:uniform=20").unwrap(),
+            ftcoll_launcher::text::parse_fault("drop:rank=all,rate=0.01").unwrap(),
+            ftcoll_launcher::text::parse_fault("kill:rank=5,at=30").unwrap(),
+            ftcoll_launcher::text::parse_fault("spread:uniform=20").unwrap(),
         ],
         detector: DetectorModel::Timeout {
             period_steps: 5,
@@ -171,7 +170,7 @@ fn a_sign_flip_in_one_message_changes_exactly_the_ranks_it_reaches() {
             for nth in 0..sends {
                 let spec = format!("flip-msg:rank={sender},bit=63,nth={nth}");
                 let config = SimConfig {
-                    faults: vec![FaultSpec::parse(&spec).unwrap()],
+                    faults: vec![ftcoll_launcher::text::parse_fault(&spec).unwrap()],
                     ..SimConfig::default()
                 };
                 let (flipped, report) = run_rdb(inputs.clone(), config);
@@ -211,7 +210,7 @@ fn a_corrupted_header_is_rejected_and_counted_not_a_panic() {
     let inputs = vec![1.0; 16];
     // Frame bit 29 is bit 5 of byte 3, the `algo` byte: the frame no longer names a protocol.
     let config = SimConfig {
-        faults: vec![FaultSpec::parse("flip-msg:rank=3,raw=29,nth=0").unwrap()],
+        faults: vec![ftcoll_launcher::text::parse_fault("flip-msg:rank=3,raw=29,nth=0").unwrap()],
         ..SimConfig::default()
     };
     let (results, report) = run_rdb(inputs, config);

@@ -3,6 +3,7 @@
 //! `cargo run -p ftcoll-tui --example console_demo -- 4096` opens the console on 4096 fake
 //! ranks; `-- 4096 --capture 100x30` prints one frame as text instead.
 
+use ftcoll_algos::fault::FaultSpec;
 use std::time::{Duration, Instant};
 
 use ftcoll_algos::inspect::{InspectTable, Inspection};
@@ -83,21 +84,10 @@ impl FakeJob {
             }
             return None;
         };
-        let number = |key: &str| {
-            spec.split(key)
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u32>()
-                .ok()
-        };
-        let victims: Vec<u32> = if spec.starts_with("kill:") {
-            number("rank=").into_iter().collect()
-        } else if spec.starts_with("kill-node:") {
-            let node = number("node=")?;
-            (node * per_node..(node + 1) * per_node).collect()
-        } else {
-            Vec::new()
+        let victims: Vec<u32> = match *spec {
+            FaultSpec::Kill { rank, .. } => vec![rank.0],
+            FaultSpec::KillNode { node, .. } => (node * per_node..(node + 1) * per_node).collect(),
+            _ => Vec::new(),
         };
         for victim in &victims {
             if let Some(state) = self.states.get_mut(*victim as usize) {

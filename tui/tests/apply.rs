@@ -6,8 +6,19 @@ mod common;
 
 use ftcoll_tui::{Action, App, Command, JobInfo, LogKind, RankState, Update};
 
-fn fault(spec: &str) -> Vec<Command> {
-    vec![Command::Fault(spec.to_string())]
+/// The commands, each fault in its notation (`kill:rank=3`).
+fn texts(commands: Vec<Command>) -> Vec<String> {
+    commands
+        .into_iter()
+        .map(|command| match command {
+            Command::Fault(spec) => spec.to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+fn fault(spec: &str) -> Vec<String> {
+    vec![spec.to_string()]
 }
 
 fn last_log(app: &App) -> (LogKind, String) {
@@ -33,13 +44,13 @@ fn app_with_detail(rank: u32) -> App {
 #[test]
 fn kill_selected_and_log() {
     let mut app = App::new(common::job(16));
-    assert_eq!(app.apply(Action::KillSelected), fault("kill:rank=0"));
+    assert_eq!(texts(app.apply(Action::KillSelected)), fault("kill:rank=0"));
     assert_eq!(
         last_log(&app),
         (LogKind::Injected, "injected kill:rank=0".to_string())
     );
     select(&mut app, 9);
-    assert_eq!(app.apply(Action::KillSelected), fault("kill:rank=9"));
+    assert_eq!(texts(app.apply(Action::KillSelected)), fault("kill:rank=9"));
 }
 
 #[test]
@@ -53,7 +64,7 @@ fn faults_are_logged_at_the_latest_update_time() {
     assert_eq!(entry.text, "injected flip-msg:rank=0,bit=52");
 }
 
-fn random_victims(seed: u64, draws: usize, states: Vec<RankState>) -> Vec<Command> {
+fn random_victims(seed: u64, draws: usize, states: Vec<RankState>) -> Vec<String> {
     let mut app = App::new(JobInfo {
         seed,
         ..common::job(states.len() as u32)
@@ -64,7 +75,7 @@ fn random_victims(seed: u64, draws: usize, states: Vec<RankState>) -> Vec<Comman
         ..Update::default()
     });
     (0..draws)
-        .flat_map(|_| app.apply(Action::KillRandom))
+        .flat_map(|_| texts(app.apply(Action::KillRandom)))
         .collect()
 }
 
@@ -112,35 +123,47 @@ fn random_kill_before_any_update_counts_everyone_alive() {
 #[test]
 fn kill_node_divides_by_ranks_per_node() {
     let mut app = App::new(common::job(16)); // 4 ranks per node
-    assert_eq!(app.apply(Action::KillNode), fault("kill-node:node=0"));
+    assert_eq!(
+        texts(app.apply(Action::KillNode)),
+        fault("kill-node:node=0")
+    );
     select(&mut app, 6);
-    assert_eq!(app.apply(Action::KillNode), fault("kill-node:node=1"));
+    assert_eq!(
+        texts(app.apply(Action::KillNode)),
+        fault("kill-node:node=1")
+    );
     select(&mut app, 15);
-    assert_eq!(app.apply(Action::KillNode), fault("kill-node:node=3"));
+    assert_eq!(
+        texts(app.apply(Action::KillNode)),
+        fault("kill-node:node=3")
+    );
     let mut odd = App::new(JobInfo {
         ranks_per_node: 0,
         ..common::job(4)
     });
-    assert_eq!(odd.apply(Action::KillNode), fault("kill-node:node=0"));
+    assert_eq!(
+        texts(odd.apply(Action::KillNode)),
+        fault("kill-node:node=0")
+    );
 }
 
 #[test]
 fn flip_flow_without_and_with_neighbours() {
     let mut app = App::new(common::job(16));
     assert_eq!(
-        app.apply(Action::FlipFlow),
+        texts(app.apply(Action::FlipFlow)),
         fault("flip-state:rank=0,var=value,bit=52")
     );
 
     let mut app = app_with_detail(6);
     assert_eq!(app.neighbour(), Some(2));
     assert_eq!(
-        app.apply(Action::FlipFlow),
+        texts(app.apply(Action::FlipFlow)),
         fault("flip-state:rank=6,var=flow:2,bit=52")
     );
     assert!(app.apply(Action::NextNeighbour).is_empty());
     assert_eq!(
-        app.apply(Action::FlipFlow),
+        texts(app.apply(Action::FlipFlow)),
         fault("flip-state:rank=6,var=flow:7,bit=52")
     );
     for _ in 0..3 {
@@ -153,7 +176,7 @@ fn flip_flow_without_and_with_neighbours() {
     stale.apply(Action::Right);
     assert_eq!(stale.neighbour(), None);
     assert_eq!(
-        stale.apply(Action::FlipFlow),
+        texts(stale.apply(Action::FlipFlow)),
         fault("flip-state:rank=7,var=value,bit=52")
     );
 }
@@ -173,7 +196,7 @@ fn flip_message_uses_the_current_bit() {
     let mut app = App::new(common::job(16));
     app.apply(Action::BitDown);
     assert_eq!(
-        app.apply(Action::FlipMessage),
+        texts(app.apply(Action::FlipMessage)),
         fault("flip-msg:rank=0,bit=51")
     );
 }
@@ -209,7 +232,7 @@ fn bit_wraps_at_both_ends_for_32_bits() {
     app.apply(Action::BitUp);
     assert_eq!(app.bit(), 0);
     assert_eq!(
-        app.apply(Action::FlipMessage),
+        texts(app.apply(Action::FlipMessage)),
         fault("flip-msg:rank=0,bit=0")
     );
 }
@@ -225,12 +248,15 @@ fn drop_rate_cycles_per_rank() {
         (0.0, "drop:rank=3,rate=0"),
         (0.01, "drop:rank=3,rate=0.01"),
     ] {
-        assert_eq!(app.apply(Action::CycleDrop), fault(spec));
+        assert_eq!(texts(app.apply(Action::CycleDrop)), fault(spec));
         assert_eq!(app.drop_rate(3), rate);
     }
     // Another rank starts its own cycle.
     app.apply(Action::Right);
-    assert_eq!(app.apply(Action::CycleDrop), fault("drop:rank=4,rate=0.01"));
+    assert_eq!(
+        texts(app.apply(Action::CycleDrop)),
+        fault("drop:rank=4,rate=0.01")
+    );
     assert_eq!(app.drop_rate(3), 0.01);
 }
 
@@ -243,7 +269,7 @@ fn slow_down_cycles_per_rank() {
         (1, "slow:rank=0,factor=1"),
         (4, "slow:rank=0,factor=4"),
     ] {
-        assert_eq!(app.apply(Action::SlowDown), fault(spec));
+        assert_eq!(texts(app.apply(Action::SlowDown)), fault(spec));
         assert_eq!(app.slow_factor(0), factor);
     }
     assert_eq!(app.slow_factor(1), 1);
@@ -276,7 +302,7 @@ fn cut_link_needs_a_neighbour() {
 
     let mut app = app_with_detail(6);
     app.apply(Action::NextNeighbour);
-    assert_eq!(app.apply(Action::CutLink), fault("cut:link=6-7"));
+    assert_eq!(texts(app.apply(Action::CutLink)), fault("cut:link=6-7"));
     assert_eq!(
         last_log(&app),
         (LogKind::Injected, "injected cut:link=6-7".to_string())

@@ -306,29 +306,16 @@ impl LiveConsole {
                 self.selected = rank;
                 job.send(rank, &ControlMsg::Watch { detail: true });
             }
-            Command::Fault(text) => self.inject(&text, job),
+            Command::Fault(spec) => self.inject(spec, job),
         }
         Flow::Continue
     }
 
-    fn inject(&mut self, text: &str, job: &mut dyn JobHandle) {
-        let spec = match FaultSpec::parse(text) {
-            Ok(spec) => spec,
-            Err(error) => {
-                self.log(LogKind::Info, format!("refused {text}: {error}"));
-                return;
-            }
-        };
+    fn inject(&mut self, spec: FaultSpec, job: &mut dyn JobHandle) {
         let n = self.dead.len() as u32;
         let per_node = self.app.info().ranks_per_node.max(1);
-        let inject = |rank: u32, job: &mut dyn JobHandle| {
-            job.send(
-                rank,
-                &ControlMsg::Inject {
-                    spec: text.to_string(),
-                },
-            )
-        };
+        let inject =
+            |rank: u32, job: &mut dyn JobHandle| job.send(rank, &ControlMsg::Inject { spec });
         match spec {
             FaultSpec::Kill { rank, .. } if rank.0 < n => job.kill(rank.0),
             FaultSpec::KillNode { node, .. } => {
@@ -354,7 +341,7 @@ impl LiveConsole {
             | FaultSpec::FlipRate {
                 rank: Some(rank), ..
             } if rank.0 < n => inject(rank.0, job),
-            _ => self.log(LogKind::Info, format!("{text}: not applicable to this job")),
+            _ => self.log(LogKind::Info, format!("{spec}: not applicable to this job")),
         }
     }
 
@@ -561,7 +548,9 @@ mod tests {
     fn faults_go_to_the_launcher_or_to_the_ranks_they_concern() {
         let mut job = FakeJob::default();
         let mut console = console(4);
-        let fault = |text: &str| Command::Fault(text.to_string());
+        let fault = |text: &str| {
+            Command::Fault(ftcoll_launcher::text::parse_fault(text).expect("a valid spec"))
+        };
         console.execute(fault("kill:rank=2"), &mut job);
         console.execute(fault("kill-node:node=0"), &mut job);
         console.execute(fault("stop:rank=3"), &mut job);

@@ -144,12 +144,9 @@ impl SimConsole {
                 }
             }
             Command::Select(rank) => self.selected = rank,
-            Command::Fault(text) => {
-                let result = FaultSpec::parse(&text)
-                    .map_err(anyhow::Error::from)
-                    .and_then(|spec| Ok(self.sim.inject(&spec, self.now)?));
-                if let Err(error) = result {
-                    self.log(LogKind::Info, format!("refused {text}: {error}"));
+            Command::Fault(spec) => {
+                if let Err(error) = self.sim.inject(&spec, self.now) {
+                    self.log(LogKind::Info, format!("refused {spec}: {error}"));
                 }
             }
         }
@@ -375,6 +372,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use ftcoll_launcher::text::parse_fault;
     use ftcoll_runtime::job::Algorithm;
 
     fn console(algo: Algorithm, n: u32) -> SimConsole {
@@ -411,10 +409,12 @@ mod tests {
             console.advance().unwrap();
         }
         console
-            .execute(Command::Fault("kill:rank=3".into()))
+            .execute(Command::Fault(parse_fault("kill:rank=3").unwrap()))
             .unwrap();
         console
-            .execute(Command::Fault("flip-state:rank=6,var=flow:7,bit=60".into()))
+            .execute(Command::Fault(
+                parse_fault("flip-state:rank=6,var=flow:7,bit=60").unwrap(),
+            ))
             .unwrap();
         console.execute(Command::NewOperation).unwrap();
         frames_until(&mut console, 20_000, |c| c.op() >= 1);

@@ -205,7 +205,7 @@ pub fn run_with_console(
         // (112 us per 2-rank allreduce instead of 0.3, in 6 of 20 runs; see the README). The
         // user's FTCOLL_BIND wins.
         bind_cores: std::env::var_os("FTCOLL_BIND").is_none(),
-        faults: args.faults.join(";"),
+        faults: ftcoll_runtime::env::encode_faults(&spec.faults),
         ofi_provider: args.ofi_provider.clone(),
         telemetry_ms: if console.as_ref().is_some_and(|c| c.telemetry()) {
             crate::console::telemetry_period(n).as_millis() as u64

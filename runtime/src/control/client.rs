@@ -4,6 +4,7 @@
 //! addresses, shutdown) and sends heartbeats; the rank's main thread sends requests and reports.
 //! When the launcher's connection closes the rank exits at once: a rank must not outlive its job.
 
+use ftcoll_algos::fault::FaultSpec;
 use std::io::{self, Read};
 use std::net::TcpStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -34,7 +35,7 @@ struct State {
     addresses: std::collections::BTreeMap<u32, String>,
     shutdown: bool,
     /// Fault specs the console injected, not yet applied.
-    injected: Vec<String>,
+    injected: Vec<FaultSpec>,
     /// The last operation the launcher allowed to start (console-paced jobs).
     go: Option<u64>,
 }
@@ -237,7 +238,7 @@ impl ControlClient {
 
     /// Fault specs injected since the last call. Call it after [`ControlClient::take_failures`]
     /// whenever there is news: that call clears the news flag.
-    pub fn take_injected(&self) -> Vec<String> {
+    pub fn take_injected(&self) -> Vec<FaultSpec> {
         std::mem::take(&mut self.shared.lock().injected)
     }
 

@@ -5,6 +5,7 @@
 //! so the codec favours being obviously correct: every read is bounds-checked, every length is
 //! capped, and a malformed message is a [`ControlError`], never a panic.
 
+use ftcoll_algos::fault::FaultSpec;
 use std::io::{self, Read, Write};
 
 use super::codec::{Reader, Writer};
@@ -140,11 +141,10 @@ pub enum ControlMsg {
         /// Whether to include it.
         detail: bool,
     },
-    /// Launcher → rank: apply this fault (the `--fault` vocabulary; its times count from
-    /// arrival).
+    /// Launcher → rank: apply this fault (its times count from arrival).
     Inject {
-        /// The fault spec.
-        spec: String,
+        /// The fault.
+        spec: FaultSpec,
     },
     /// Launcher → rank: operations up to `op` (0-based) may start (console-paced jobs).
     Go {
@@ -297,7 +297,9 @@ impl ControlMsg {
             }
             ControlMsg::Inject { spec } => {
                 w.u8(14);
-                w.bytes(spec.as_bytes());
+                let mut bytes = Vec::new();
+                spec.encode(&mut bytes);
+                w.bytes(&bytes);
             }
             ControlMsg::Go { op } => {
                 w.u8(15);
@@ -398,7 +400,12 @@ impl ControlMsg {
             13 => ControlMsg::Watch {
                 detail: r.u8()? != 0,
             },
-            14 => ControlMsg::Inject { spec: r.string()? },
+            14 => ControlMsg::Inject {
+                spec: match FaultSpec::decode(r.bytes()?) {
+                    Ok((spec, [])) => spec,
+                    _ => return Err(ControlError::BadField("injected fault")),
+                },
+            },
             15 => ControlMsg::Go { op: r.u64()? },
             16 => ControlMsg::Unreachable { peer: r.u32()? },
             17 => ControlMsg::AgentHello {
@@ -562,7 +569,10 @@ mod tests {
             }),
             ControlMsg::Watch { detail: true },
             ControlMsg::Inject {
-                spec: "kill:rank=3".into(),
+                spec: FaultSpec::Kill {
+                    rank: ftcoll_algos::Rank(3),
+                    at: ftcoll_algos::fault::KillTime::At(ftcoll_algos::fault::FaultTime::Steps(0)),
+                },
             },
             ControlMsg::Go { op: 8 },
             ControlMsg::Unreachable { peer: 6 },

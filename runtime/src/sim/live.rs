@@ -105,8 +105,10 @@ impl<P: Protocol> Simulation<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::faults::{FlipTarget, KillTime};
     use crate::job::{stepped_simulation, Algorithm, JobSpec};
     use crate::sim::{generate_inputs, SimConfig};
+    use ftcoll_algos::protocol::StateVar;
     use ftcoll_algos::OpId;
 
     fn pfcc(n: u32) -> Simulation<Box<dyn Protocol + Send>> {
@@ -130,15 +132,34 @@ mod tests {
                 t += 30;
                 slices += 1;
                 if slices == 3 {
-                    sim.inject(&FaultSpec::parse("kill:rank=5").unwrap(), Time(t))
-                        .unwrap();
+                    let now = FaultTime::Steps(0);
                     sim.inject(
-                        &FaultSpec::parse("flip-state:rank=2,var=flow:3,bit=60").unwrap(),
+                        &FaultSpec::Kill {
+                            rank: Rank(5),
+                            at: KillTime::At(now),
+                        },
                         Time(t),
                     )
                     .unwrap();
                     sim.inject(
-                        &FaultSpec::parse("flip-msg:rank=7,bit=62").unwrap(),
+                        &FaultSpec::FlipState {
+                            rank: Rank(2),
+                            var: StateVar::Flow {
+                                peer: Rank(3),
+                                elem: 0,
+                            },
+                            bit: 60,
+                            at: now,
+                        },
+                        Time(t),
+                    )
+                    .unwrap();
+                    sim.inject(
+                        &FaultSpec::FlipMessage {
+                            rank: Rank(7),
+                            which: MessageSelector::Nth(0),
+                            target: FlipTarget::Payload { elem: 0, bit: 62 },
+                        },
                         Time(t),
                     )
                     .unwrap();
@@ -166,10 +187,22 @@ mod tests {
     fn a_bad_injected_fault_is_an_error_not_a_panic() {
         let mut sim = pfcc(4);
         assert!(sim
-            .inject(&FaultSpec::parse("kill:rank=9").unwrap(), Time(0))
+            .inject(
+                &FaultSpec::Kill {
+                    rank: Rank(9),
+                    at: KillTime::At(FaultTime::Steps(0)),
+                },
+                Time(0),
+            )
             .is_err());
         assert!(sim
-            .inject(&FaultSpec::parse("kill:rank=1,at=5ms").unwrap(), Time(0))
+            .inject(
+                &FaultSpec::Kill {
+                    rank: Rank(1),
+                    at: KillTime::At(FaultTime::Nanos(5_000_000)),
+                },
+                Time(0),
+            )
             .is_err());
     }
 }

@@ -7,7 +7,7 @@ use ftcoll_algos::protocol::{LocalFault, StateVar};
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::{Rank, Time};
 
-use crate::faults::{FaultSpec, FaultSpecError, FlipTarget, KillTime, MessageSelector, Spread};
+use crate::faults::{FaultError, FaultSpec, FlipTarget, KillTime, MessageSelector, Spread};
 
 /// A fault that strikes at a time.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -79,9 +79,9 @@ pub enum PlanError {
     },
     /// A time the simulator cannot use.
     #[error(transparent)]
-    Spec(#[from] FaultSpecError),
+    Spec(#[from] FaultError),
     /// A kill tied to an operation number in a single-operation simulation.
-    #[error("kill:op=K needs a run of several operations; in the simulator use kill:rank=R,at=T")]
+    #[error("a kill at an operation number needs a run of several operations; in the simulator kill at a time")]
     KillAtOperation,
 }
 

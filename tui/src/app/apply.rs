@@ -5,11 +5,18 @@ use crate::keys::Action;
 use crate::model::{LogEntry, LogKind, RankState};
 use std::collections::BTreeMap;
 
+use ftcoll_algos::fault::{FaultSpec, FaultTime, FlipTarget, KillTime, MessageSelector};
+use ftcoll_algos::protocol::StateVar;
+use ftcoll_algos::Rank;
+
+/// Faults from keys strike when they arrive: their own time is 0, and the driver adds now.
+const NOW: FaultTime = FaultTime::Steps(0);
+
 /// What the driver must do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
-    /// Inject this fault, in the fault-spec vocabulary (the driver adds the time).
-    Fault(String),
+    /// Inject this fault (its times count from its arrival).
+    Fault(FaultSpec),
     /// Pause the job.
     Pause,
     /// Resume the paused job.
@@ -34,24 +41,38 @@ impl App {
     pub fn apply(&mut self, action: Action) -> Vec<Command> {
         match action {
             Action::Up | Action::Down | Action::Left | Action::Right => self.move_selection(action),
-            Action::KillSelected => self.fault_on_selected(|_, rank| format!("kill:rank={rank}")),
+            Action::KillSelected => self.fault_on_selected(|_, rank| kill(rank)),
             Action::KillRandom => self.kill_random(),
             Action::KillNode => {
                 let per_node = self.info.ranks_per_node.max(1);
-                self.fault_on_selected(|_, rank| format!("kill-node:node={}", rank / per_node))
-            }
-            Action::FlipFlow => {
-                let spec = match self.neighbour() {
-                    Some(peer) => format!("var=flow:{peer}"),
-                    None => "var=value".to_string(),
-                };
-                self.fault_on_selected(|app, rank| {
-                    format!("flip-state:rank={rank},{spec},bit={}", app.bit)
+                self.fault_on_selected(|_, rank| FaultSpec::KillNode {
+                    node: rank / per_node,
+                    at: NOW,
                 })
             }
-            Action::FlipMessage => {
-                self.fault_on_selected(|app, rank| format!("flip-msg:rank={rank},bit={}", app.bit))
+            Action::FlipFlow => {
+                let var = match self.neighbour() {
+                    Some(peer) => StateVar::Flow {
+                        peer: Rank(peer),
+                        elem: 0,
+                    },
+                    None => StateVar::Value { elem: 0 },
+                };
+                self.fault_on_selected(|app, rank| FaultSpec::FlipState {
+                    rank: Rank(rank),
+                    var,
+                    bit: app.bit,
+                    at: NOW,
+                })
             }
+            Action::FlipMessage => self.fault_on_selected(|app, rank| FaultSpec::FlipMessage {
+                rank: Rank(rank),
+                which: MessageSelector::Nth(0),
+                target: FlipTarget::Payload {
+                    elem: 0,
+                    bit: app.bit,
+                },
+            }),
             Action::BitUp => {
                 self.bit = if self.bit + 1 >= self.info.value_bits {
                     0
@@ -131,7 +152,7 @@ impl App {
 
     /// A fault on the selected rank, or nothing (with a log line) when the job has no ranks.
     /// `spec` may update the per-rank settings it reports; it only runs when there is a target.
-    fn fault_on_selected(&mut self, spec: impl FnOnce(&mut App, u32) -> String) -> Vec<Command> {
+    fn fault_on_selected(&mut self, spec: impl FnOnce(&mut App, u32) -> FaultSpec) -> Vec<Command> {
         if self.selected >= self.info.n {
             self.info_line("no rank to target".to_string());
             return Vec::new();
@@ -153,14 +174,18 @@ impl App {
             .filter(|rank| self.rank_state(*rank) != RankState::Dead)
             .nth(pick);
         match victim {
-            Some(rank) => self.inject(format!("kill:rank={rank}")),
+            Some(rank) => self.inject(kill(rank)),
             None => Vec::new(),
         }
     }
 
     fn cut_link(&mut self) -> Vec<Command> {
         match self.neighbour() {
-            Some(peer) => self.fault_on_selected(|_, rank| format!("cut:link={rank}-{peer}")),
+            Some(peer) => self.fault_on_selected(|_, rank| FaultSpec::Cut {
+                a: Rank(rank),
+                b: Rank(peer),
+                at: NOW,
+            }),
             None => {
                 self.info_line(format!("no neighbour known for rank {} yet", self.selected));
                 Vec::new()
@@ -171,8 +196,11 @@ impl App {
     fn cycle_drop(&mut self) -> Vec<Command> {
         self.fault_on_selected(|app, rank| {
             let step = next_step(&mut app.drop_steps, rank, DROP_RATES.len());
-            let (_, rate) = DROP_RATES[step % DROP_RATES.len()];
-            format!("drop:rank={rank},rate={rate}")
+            let (rate, _) = DROP_RATES[step % DROP_RATES.len()];
+            FaultSpec::Drop {
+                rank: Some(Rank(rank)),
+                rate,
+            }
         })
     }
 
@@ -180,12 +208,16 @@ impl App {
         self.fault_on_selected(|app, rank| {
             let step = next_step(&mut app.slow_steps, rank, SLOW_FACTORS.len());
             let factor = SLOW_FACTORS[step % SLOW_FACTORS.len()];
-            format!("slow:rank={rank},factor={factor}")
+            FaultSpec::Slow {
+                rank: Rank(rank),
+                factor,
+                at: NOW,
+            }
         })
     }
 
     /// Logs a fault as injected and hands it to the driver.
-    fn inject(&mut self, spec: String) -> Vec<Command> {
+    fn inject(&mut self, spec: FaultSpec) -> Vec<Command> {
         self.stamp(LogKind::Injected, format!("injected {spec}"));
         vec![Command::Fault(spec)]
     }
@@ -217,4 +249,12 @@ fn next_step(steps: &mut BTreeMap<u32, usize>, rank: u32, len: usize) -> usize {
         steps.insert(rank, next);
     }
     next
+}
+
+/// A crash of `rank` now.
+fn kill(rank: u32) -> FaultSpec {
+    FaultSpec::Kill {
+        rank: Rank(rank),
+        at: KillTime::At(NOW),
+    }
 }

@@ -45,7 +45,6 @@ use std::sync::atomic::Ordering;
 use anyhow::{anyhow, bail, Context};
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::ReduceOp;
-use ftcoll_runtime::faults::FaultSpec;
 use ftcoll_runtime::job::{simulate, Algorithm, JobSpec};
 use ftcoll_runtime::sim::{SimConfig, SimReport};
 
@@ -110,7 +109,7 @@ fn run(
 ) -> anyhow::Result<SimReport> {
     let faults = faults
         .iter()
-        .map(|f| FaultSpec::parse(f).map_err(|e| anyhow!("fault '{f}': {e}")))
+        .map(|f| ftcoll_launcher::text::parse_fault(f).map_err(|e| anyhow!("fault '{f}': {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let config = SimConfig {
         seed,

@@ -4,7 +4,6 @@
 
 use ftcoll_algos::topology::Topology;
 use ftcoll_algos::ReduceOp;
-use ftcoll_runtime::faults::FaultSpec;
 use ftcoll_runtime::job::Algorithm;
 use ftcoll_runtime::sim::SimConfig;
 
@@ -92,7 +91,9 @@ fn failure_run(
     let seed = ctx.run_seed(&[4, seed_index]);
     let config = SimConfig {
         seed,
-        faults: vec![FaultSpec::parse(&format!("cut:link=0-1,at={at}"))?],
+        faults: vec![ftcoll_launcher::text::parse_fault(&format!(
+            "cut:link=0-1,at={at}"
+        ))?],
         history_every: Some(STEPS_PER_PUSH),
         ..SimConfig::default()
     };

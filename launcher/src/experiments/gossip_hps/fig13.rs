@@ -264,7 +264,6 @@ fn flip_claim(runs: &[FlipRun], per_bit: &[BitOverhead]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use ftcoll_runtime::faults::FaultSpec;
 
     use super::*;
 
@@ -272,6 +271,6 @@ mod tests {
     fn the_flip_targets_a_flow_the_rank_has() {
         let (rank, peer) = flip_target(64, 7);
         assert!(rank < 64 && peer < 64 && peer != rank);
-        assert!(FaultSpec::parse(&flip_fault(rank, peer, 31)).is_ok());
+        assert!(ftcoll_launcher::text::parse_fault(&flip_fault(rank, peer, 31)).is_ok());
     }
 }

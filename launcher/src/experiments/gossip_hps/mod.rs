@@ -38,7 +38,6 @@ use std::sync::atomic::Ordering;
 
 use anyhow::{anyhow, bail};
 use ftcoll_algos::{Rank, ReduceOp};
-use ftcoll_runtime::faults::FaultSpec;
 use ftcoll_runtime::job::{simulate, Algorithm, JobSpec};
 use ftcoll_runtime::sim::{CostModel, InputKind, OracleStop, OracleWatch, SimConfig, SimReport};
 
@@ -145,7 +144,7 @@ fn run_job(ctx: &Ctx, job: &Job, seed: u64, faults: &[String]) -> anyhow::Result
     let replay = || job.replay(seed, faults);
     let parsed = faults
         .iter()
-        .map(|f| FaultSpec::parse(f).map_err(|e| anyhow!("fault '{f}': {e}")))
+        .map(|f| ftcoll_launcher::text::parse_fault(f).map_err(|e| anyhow!("fault '{f}': {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let oracle_stop = (job.root_only && job.algo.is_round_based_gossip()).then_some(OracleStop {
         eps: job.eps,
