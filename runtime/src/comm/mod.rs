@@ -15,6 +15,7 @@
 mod agreement;
 mod collectives;
 mod error;
+mod job_channel;
 mod join;
 mod leave;
 
@@ -26,7 +27,6 @@ use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::RecursiveDoubling;
 
 use crate::control::client::ControlClient;
-use crate::control::OpReport;
 use crate::env::RankEnv;
 use crate::exec::Endpoint;
 use crate::progress::ProgressThread;
@@ -36,10 +36,8 @@ use crate::transport::TransportKind;
 pub use agreement::{AgreeRequest, Agreed};
 pub use collectives::{CorrectedOptions, Outcome};
 pub use error::CommError;
+pub use job_channel::JobChannel;
 pub use leave::own_pss_kb;
-
-/// How often a rank waiting for the console's go serves its peers and samples its status.
-const GO_POLL: Duration = Duration::from_millis(10);
 
 /// A rank's handle on the job.
 pub struct Communicator {
@@ -49,6 +47,7 @@ pub struct Communicator {
     progress: Option<ProgressThread>,
     control: Arc<ControlClient>,
     env: RankEnv,
+    /// Operations (collectives and agreements) started: the next one's index.
     ops: u64,
     op_timeout: Duration,
     /// The communicator generation: 0 for the world, one more per shrink.
@@ -74,12 +73,6 @@ impl Communicator {
     fn endpoint(&self) -> MutexGuard<'_, Endpoint<Backend>> {
         // A panic while it was held leaves an endpoint still fit to report errors.
         self.endpoint.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Whether a scripted fault (`--fault kill:rank=R,op=K`) kills this rank when its next
-    /// operation (collective or agreement) starts.
-    pub fn dies_at_next_op(&self) -> bool {
-        self.endpoint().faults().dies_at_op(self.ops)
     }
 
     /// This rank (its index among the members after a shrink).
@@ -119,40 +112,5 @@ impl Communicator {
     /// Ranks known to have failed.
     pub fn failed_ranks(&self) -> Vec<u32> {
         self.endpoint().failed().iter().copied().collect()
-    }
-
-    /// Sends an operation report to the launcher (the built-in job's results).
-    pub fn report(&self, report: OpReport) -> Result<(), CommError> {
-        Ok(self.control.report(report)?)
-    }
-
-    /// Console-paced jobs: waits until the launcher allows operation `op` to start, serving
-    /// finished operations and sending status samples meanwhile. False when the job shuts
-    /// down instead.
-    pub fn wait_for_go(&mut self, op: u64) -> Result<bool, CommError> {
-        // Each pass blocks at most GO_POLL; the job's shutdown or the launcher's death (which
-        // exits the rank) ends the wait.
-        loop {
-            if self.control.wait_go(op, GO_POLL) {
-                return Ok(true);
-            }
-            if self.control.shutdown_requested() {
-                return Ok(false);
-            }
-            let mut endpoint = self.endpoint();
-            endpoint.serve_between_operations()?;
-            endpoint.idle_telemetry();
-        }
-    }
-
-    /// Tells the console (if one watches) the result of operation `op` at this rank: what
-    /// the rank shows until the next operation starts.
-    pub fn note_outcome(&mut self, op: u64, value: f64) {
-        self.endpoint().note_outcome(op, value);
-    }
-
-    /// Sends benchmark timings to the launcher (`ftcoll-launch bench`).
-    pub fn report_timings(&self, nanos: Vec<u64>) -> Result<(), CommError> {
-        Ok(self.control.timings(nanos)?)
     }
 }
