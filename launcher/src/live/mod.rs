@@ -6,6 +6,7 @@
 //! first and reported second: the algorithms assume fail-stop, so no live rank is ever reported
 //! failed. Every rank dies with the launcher (parent-death signal, and control EOF).
 
+mod hooks;
 mod job;
 pub mod rank_main;
 mod report;

@@ -15,6 +15,8 @@ use ftcoll_runtime::gossip_call::GossipCall;
 use ftcoll_runtime::job::{Algorithm, GossipOptions, Kind};
 use ftcoll_runtime::sim::{rank_inputs, InputKind};
 
+use super::hooks::BuiltinJobHooks;
+
 /// Flags of the hidden `__rank` subcommand the launcher starts.
 #[derive(Debug, Args, Clone)]
 pub struct RankArgs {

@@ -1,0 +1,83 @@
+//! Why a collective or the set-up failed.
+
+use std::time::Duration;
+
+use ftcoll_algos::era::AgreeError;
+
+use crate::control::ControlError;
+use crate::env::EnvError;
+use crate::exec::ExecError;
+use crate::faults::FaultError;
+use crate::transport::TransportError;
+
+/// Why a collective or the set-up failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommError {
+    /// The environment does not describe a rank.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// The data plane failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The control plane failed.
+    #[error("control plane: {0}")]
+    Control(#[from] ControlError),
+    /// A scripted fault cannot be applied on this rank.
+    #[error("scripted fault: {0}")]
+    Faults(#[from] FaultError),
+    /// Ranks failed and the algorithm cannot complete without them.
+    #[error("ranks {failed:?} failed; the collective cannot complete")]
+    PeerFailed {
+        /// Ranks known failed.
+        failed: Vec<u32>,
+    },
+    /// A fault tolerance the job is too small for.
+    #[error("tolerating {tolerate} failures needs at least {} ranks, the job has {size}; lower the tolerance", tolerate + 2)]
+    Tolerance {
+        /// f.
+        tolerate: u32,
+        /// Ranks in the job.
+        size: u32,
+    },
+    /// The result does not fit the caller's buffer.
+    #[error("the collective produced {got} values for a buffer of {expected}; pass the same length on every rank")]
+    Shape {
+        /// The caller's length.
+        expected: usize,
+        /// The result's length.
+        got: usize,
+    },
+    /// The collective exceeded its time limit.
+    #[error("the collective did not complete within {0:?}")]
+    TimedOut(Duration),
+    /// The launcher stopped the job.
+    #[error("the launcher stopped the job")]
+    Shutdown,
+    /// The communicator was revoked (by this rank or a peer); only agreements and shrink work
+    /// on it now.
+    #[error("the communicator was revoked; agree or shrink to recover")]
+    Revoked,
+    /// An agreement decided, but ranks failed that not every participant had acknowledged
+    /// (ULFM's MPIX_ERR_PROC_FAILED): the value is still the same at every survivor.
+    #[error("ranks {unacknowledged:?} failed without every rank acknowledging it (agreed value {agreed:#x}); call ack_failed and agree again")]
+    UnacknowledgedFailure {
+        /// The agreed value (first word).
+        agreed: u64,
+        /// Failed ranks some participant had not acknowledged.
+        unacknowledged: Vec<u32>,
+    },
+    /// A malformed setting.
+    #[error("{0}")]
+    Config(String),
+    /// An agreement that cannot start.
+    #[error(transparent)]
+    Agree(#[from] AgreeError),
+}
+
+impl From<ExecError> for CommError {
+    fn from(error: ExecError) -> Self {
+        match error {
+            ExecError::Transport(e) => CommError::Transport(e),
+        }
+    }
+}

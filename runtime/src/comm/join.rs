@@ -1,0 +1,165 @@
+//! Joining the job: the transport, the control plane, the scripted faults and the settings a
+//! rank reads from its environment.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use ftcoll_algos::era::EraTopology;
+use ftcoll_algos::rank::RankSet;
+use ftcoll_algos::Rank;
+
+use super::{CommError, Communicator};
+use crate::control::client::ControlClient;
+use crate::env::{EnvError, RankEnv};
+use crate::exec::Endpoint;
+use crate::rank_faults::RankFaults;
+use crate::transport::backend::Backend;
+use crate::transport::shm::segment::Segment;
+use crate::transport::shm::ShmTransport;
+use crate::transport::{Transport, TransportError, TransportKind};
+
+/// Time limit of one collective, unless `FTCOLL_OP_TIMEOUT_MS` says otherwise.
+const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a peer address lookup may take.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A resolver of peers' data-plane addresses through the control plane (connected after the
+/// transport exists, hence the cell).
+fn control_resolver(
+    cell: &Arc<OnceLock<Arc<ControlClient>>>,
+) -> impl FnMut(Rank) -> Result<String, TransportError> + Send + 'static {
+    let cell = Arc::clone(cell);
+    move |peer: Rank| {
+        let control = cell.get().ok_or(TransportError::Resolve {
+            rank: peer.0,
+            why: "control plane not connected yet".into(),
+        })?;
+        let text =
+            control
+                .resolve(peer.0, RESOLVE_TIMEOUT)
+                .map_err(|e| TransportError::Resolve {
+                    rank: peer.0,
+                    why: e.to_string(),
+                })?;
+        if text.is_empty() {
+            return Err(TransportError::Resolve {
+                rank: peer.0,
+                why: "the rank failed before registering".into(),
+            });
+        }
+        Ok(text)
+    }
+}
+
+/// Opens the data-plane transport `env` names.
+fn open_transport(
+    env: &RankEnv,
+    control_cell: &Arc<OnceLock<Arc<ControlClient>>>,
+) -> Result<Backend, CommError> {
+    Ok(match env.transport {
+        TransportKind::Shm => {
+            let fd = env.shm_fd.ok_or(EnvError::Missing("FTCOLL_SHM_FD"))?;
+            let segment = Arc::new(Segment::open_inherited(fd, env.job_id)?);
+            Backend::Shm(ShmTransport::new(segment, Rank(env.rank), env.spin)?)
+        }
+        other => crate::transport::open::open_network(
+            other,
+            Rank(env.rank),
+            env.size,
+            Box::new(control_resolver(control_cell)),
+            &crate::transport::open::NetworkOptions {
+                bind_ip: env.bind_ip,
+                job_token: crate::control::msg::data_token(&env.secret),
+                spin: env.spin,
+                ofi_provider: env.ofi_provider.clone(),
+                ucx_tls: None,
+            },
+        )?,
+    })
+}
+
+impl Communicator {
+    /// Joins the job described by the `FTCOLL_*` environment the launcher sets.
+    pub fn from_env() -> Result<Communicator, CommError> {
+        let env = RankEnv::from_env()?;
+        Communicator::join(env)
+    }
+
+    /// Joins the job described by `env`.
+    pub fn join(env: RankEnv) -> Result<Communicator, CommError> {
+        die_with_launcher(&env);
+        let faults = RankFaults::for_rank(&env.faults, Rank(env.rank), env.job_id)?;
+        let control_cell: Arc<OnceLock<Arc<ControlClient>>> = Arc::new(OnceLock::new());
+        let transport = open_transport(&env, &control_cell)?;
+        let control = Arc::new(ControlClient::connect(&env, &transport.local_address())?);
+        let _ = control_cell.set(Arc::clone(&control));
+        if std::env::var("FTCOLL_BIND").is_ok_and(|v| v == "core") {
+            bind_to_core(env.rank);
+        }
+        let start_delay = faults.start_delay();
+        let endpoint = Endpoint::new(transport, Arc::clone(&control), Rank(env.rank), faults);
+        if !start_delay.is_zero() {
+            std::thread::sleep(start_delay);
+        }
+        let op_timeout = std::env::var("FTCOLL_OP_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(DEFAULT_OP_TIMEOUT, Duration::from_millis);
+        let era_topology = match std::env::var("FTCOLL_ERA_TREE") {
+            Ok(name) => EraTopology::parse(&name, env.ranks_per_node).map_err(CommError::Config)?,
+            Err(_) => EraTopology::default(),
+        };
+        let mut comm = Communicator {
+            endpoint: Arc::new(Mutex::new(endpoint)),
+            progress: None,
+            control,
+            env,
+            ops: 0,
+            op_timeout,
+            epoch: 0,
+            agreements: 0,
+            acked: RankSet::default(),
+            members: None,
+            era_topology,
+            result_scratch: Vec::new(),
+            rdb: None,
+        };
+        // The agreement service exists from the start: peers' agreements may reach this rank
+        // before it calls its first one.
+        comm.install_era(&[])?;
+        Ok(comm)
+    }
+}
+
+/// Pins this process to one of the cores it may run on (its affinity mask, which `taskset` or
+/// a batch system's cpuset may have narrowed), chosen by rank.
+fn bind_to_core(rank: u32) {
+    let allowed = match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => set,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the cores this rank may use; running unbound");
+            return;
+        }
+    };
+    let cores: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&cpu| allowed.is_set(cpu))
+        .collect();
+    let Some(&core) = cores.get(rank as usize % cores.len().max(1)) else {
+        return;
+    };
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(core);
+    if let Err(error) = rustix::thread::sched_setaffinity(None, &set) {
+        tracing::warn!(%error, core, "cannot bind to a core; running unbound");
+    }
+}
+
+/// Arranges for this process to die with its launcher, and exits now if it is already gone.
+fn die_with_launcher(env: &RankEnv) {
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32);
+    if env.launcher_pid != 0 && parent != env.launcher_pid {
+        tracing::error!("launcher {} is gone; exiting", env.launcher_pid);
+        std::process::exit(crate::control::client::EXIT_LAUNCHER_GONE);
+    }
+}

@@ -1,0 +1,116 @@
+//! The library API for user programs: `Communicator::from_env()` and collectives.
+//!
+//! ```no_run
+//! use ftcoll_runtime::comm::Communicator;
+//! use ftcoll_algos::ReduceOp;
+//!
+//! let mut comm = Communicator::from_env()?;
+//! let mut data = [comm.rank() as f64];
+//! let outcome = comm.allreduce(&mut data, ReduceOp::Sum)?;
+//! println!("rank {} of {}: sum {} (excluded: {:?})", comm.rank(), comm.size(), data[0], outcome.excluded);
+//! comm.finish()?;
+//! # Ok::<(), ftcoll_runtime::comm::CommError>(())
+//! ```
+
+mod agreement;
+mod collectives;
+mod error;
+mod job_channel;
+mod join;
+mod leave;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use ftcoll_algos::era::EraTopology;
+use ftcoll_algos::rank::RankSet;
+use ftcoll_algos::rdb::RecursiveDoubling;
+
+use crate::control::client::ControlClient;
+use crate::env::RankEnv;
+use crate::exec::Endpoint;
+use crate::progress::ProgressThread;
+use crate::transport::backend::Backend;
+use crate::transport::TransportKind;
+
+pub use agreement::{AgreeRequest, Agreed};
+pub use collectives::{CorrectedOptions, Outcome};
+pub use error::CommError;
+pub use job_channel::JobChannel;
+pub use leave::own_pss_kb;
+
+/// A rank's handle on the job.
+pub struct Communicator {
+    /// Shared with the agreement progress thread, which serves it while the application is
+    /// outside every call (see [`crate::progress`]).
+    endpoint: Arc<Mutex<Endpoint<Backend>>>,
+    progress: Option<ProgressThread>,
+    control: Arc<ControlClient>,
+    env: RankEnv,
+    /// Operations (collectives and agreements) started: the next one's index.
+    ops: u64,
+    op_timeout: Duration,
+    /// The communicator generation: 0 for the world, one more per shrink.
+    epoch: u64,
+    /// Agreements started in this epoch.
+    agreements: u64,
+    /// Failures this rank acknowledged (world ranks).
+    acked: RankSet,
+    /// Members (world ranks, increasing) after a shrink.
+    members: Option<Vec<u32>>,
+    era_topology: EraTopology,
+    /// Where a finished collective writes its result before it is copied into the caller's
+    /// vector: reused, so that a loop of small collectives does not allocate for it.
+    result_scratch: Vec<f64>,
+    /// The recursive-doubling instance, restarted in place by every call (see
+    /// [`Communicator::allreduce_rdb`]); `None` while one lingers or before the first call.
+    rdb: Option<Box<RecursiveDoubling>>,
+}
+
+impl Communicator {
+    /// The endpoint, locked for one statement or call (never hold two guards: the lock is not
+    /// reentrant).
+    fn endpoint(&self) -> MutexGuard<'_, Endpoint<Backend>> {
+        // A panic while it was held leaves an endpoint still fit to report errors.
+        self.endpoint.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// This rank (its index among the members after a shrink).
+    pub fn rank(&self) -> u32 {
+        match &self.members {
+            Some(members) => members
+                .binary_search(&self.env.rank)
+                .map_or(0, |i| i as u32),
+            None => self.env.rank,
+        }
+    }
+
+    /// Ranks in the communicator.
+    pub fn size(&self) -> u32 {
+        self.members
+            .as_ref()
+            .map_or(self.env.size, |m| m.len() as u32)
+    }
+
+    /// This rank's id in the job (what failure lists and agreements name).
+    pub fn world_rank(&self) -> u32 {
+        self.env.rank
+    }
+
+    /// The members' world ranks.
+    pub fn members(&self) -> Vec<u32> {
+        self.members
+            .clone()
+            .unwrap_or_else(|| (0..self.env.size).collect())
+    }
+
+    /// The transport in use.
+    pub fn transport(&self) -> TransportKind {
+        self.env.transport
+    }
+
+    /// Ranks known to have failed.
+    pub fn failed_ranks(&self) -> Vec<u32> {
+        self.endpoint().failed().iter().copied().collect()
+    }
+}
