@@ -40,6 +40,10 @@ impl Protocol for TimeoutsOnly {
         }
     }
 
+    fn poll_timeout(&self) -> Option<Time> {
+        self.0.poll_timeout()
+    }
+
     fn estimate(&self, dst: &mut Vec<f64>) {
         self.0.estimate(dst);
     }

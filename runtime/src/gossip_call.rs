@@ -75,6 +75,10 @@ impl Protocol for GossipRun {
         }
     }
 
+    fn poll_timeout(&self) -> Option<Time> {
+        self.inner().poll_timeout()
+    }
+
     fn estimate(&self, dst: &mut Vec<f64>) {
         self.inner().estimate(dst);
     }

@@ -244,8 +244,8 @@ impl Ftco {
         if self.phase == Phase::Running || self.phase == Phase::Idle {
             self.phase = Phase::Aborted;
             out.emit(Event::Aborted(reason));
-            self.timers.disarm(TIMER_ACK, out);
-            self.timers.disarm(TIMER_PROBE, out);
+            self.timers.disarm(TIMER_ACK);
+            self.timers.disarm(TIMER_PROBE);
         }
     }
 
@@ -881,10 +881,10 @@ impl Ftco {
             self.serve_until = Some(now.after(self.linger()));
             out.emit(Event::Completed);
         }
-        self.arm_timers(now, quiet, out);
+        self.arm_timers(now, quiet);
     }
 
-    fn arm_timers(&mut self, now: Time, quiet: bool, out: &mut Outbox) {
+    fn arm_timers(&mut self, now: Time, quiet: bool) {
         let ack = self
             .peers
             .values()
@@ -892,8 +892,8 @@ impl Ftco {
             .filter_map(|p| p.last_sent.map(|t| t.after(p.timeout)))
             .min();
         match ack {
-            Some(at) => self.timers.arm(TIMER_ACK, at, out),
-            None => self.timers.disarm(TIMER_ACK, out),
+            Some(at) => self.timers.arm(TIMER_ACK, at),
+            None => self.timers.disarm(TIMER_ACK),
         }
         let probe = if quiet {
             self.probe_candidates()
@@ -909,8 +909,8 @@ impl Ftco {
             Some(now)
         };
         match probe {
-            Some(at) => self.timers.arm(TIMER_PROBE, at, out),
-            None => self.timers.disarm(TIMER_PROBE, out),
+            Some(at) => self.timers.arm(TIMER_PROBE, at),
+            None => self.timers.disarm(TIMER_PROBE),
         }
     }
 
@@ -1015,9 +1015,13 @@ impl Protocol for Ftco {
         match input {
             Input::Start { data } => self.start(now, data, out),
             Input::Message { from, frame } => self.on_message(now, from, frame, out),
-            Input::Timer { timer } => {
-                if self.timers.take_expired(timer, now) && timer == TIMER_ACK {
-                    self.ack_timer_fired = true;
+            Input::Timeout => {
+                // One Alg. 1 pass serves every due timer; only the ACK timer lets deadlines be
+                // judged. The table holds two timers, and each is taken once.
+                while let Some(timer) = self.timers.take_due(now) {
+                    if timer == TIMER_ACK {
+                        self.ack_timer_fired = true;
+                    }
                 }
                 self.progress(now, out);
             }
@@ -1035,6 +1039,10 @@ impl Protocol for Ftco {
             Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
             Input::Stop => self.abort(AbortReason::Stopped, out),
         }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.timers.next_deadline()
     }
 
     fn estimate(&self, dst: &mut Vec<f64>) {

@@ -83,6 +83,10 @@ impl Protocol for WatchedFtco {
         }
     }
 
+    fn poll_timeout(&self) -> Option<Time> {
+        self.rank.poll_timeout()
+    }
+
     fn estimate(&self, dst: &mut Vec<f64>) {
         self.rank.estimate(dst);
     }

@@ -39,6 +39,10 @@ impl<P: Protocol> Protocol for CountDeliveries<P> {
         self.deliveries += completed as u32;
     }
 
+    fn poll_timeout(&self) -> Option<Time> {
+        self.inner.poll_timeout()
+    }
+
     fn estimate(&self, dst: &mut Vec<f64>) {
         self.inner.estimate(dst);
     }

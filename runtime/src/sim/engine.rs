@@ -2,9 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use ftcoll_algos::protocol::{
-    Event, Input, LocalFault, Outbox, Phase, Protocol, StateVar, TimerId, TimerRequest,
-};
+use ftcoll_algos::protocol::{Event, Input, LocalFault, Outbox, Phase, Protocol, StateVar};
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::wire::Frame;
 use ftcoll_algos::{Rank, ReduceOp, Time, ValuesRef};
@@ -29,9 +27,10 @@ enum SimEvent {
         from: u32,
         slot: u32,
     },
+    /// A rank's `poll_timeout` showed this time when the wakeup was queued; stale if it no
+    /// longer shows a deadline at or before it.
     Timer {
         rank: u32,
-        timer: TimerId,
     },
     Notice {
         to: u32,
@@ -137,12 +136,6 @@ pub struct Simulation<P: Protocol> {
     /// Frames (sender, message slot) that arrived at a rank before its start and wait for it
     /// (004 App. B); only ranks with held frames have an entry.
     held: std::collections::BTreeMap<u32, Vec<(u32, u32)>>,
-    /// Timer events in the queue as (rank, deadline, kind, index). A request for a timer that
-    /// is already pending at the same deadline is not queued again (the real executor keeps
-    /// its timers in a set the same way): protocols re-arm their timers on every input, and
-    /// each duplicate would fire and re-arm in turn, so waits as long as 004's process
-    /// imbalance multiplied timer events without bound.
-    pending_timers: BTreeSet<(u32, u64, u8, u32)>,
     /// The all-live-ranks oracle, when the run has one.
     all_live: Option<AllLiveOracle>,
     /// Most rounds any rank completed so far.
@@ -228,7 +221,6 @@ impl<P: Protocol> Simulation<P> {
             stop_requested: false,
             expected_is_aggregate: true,
             held: std::collections::BTreeMap::new(),
-            pending_timers: BTreeSet::new(),
             all_live,
             max_round_seen: 0,
             next_sample: 0,
@@ -370,6 +362,7 @@ impl<P: Protocol> Simulation<P> {
                     let len = self.input_len;
                     let r = rank as usize;
                     let data = &self.inputs[r * len..(r + 1) * len];
+                    let armed = self.ranks[r].poll_timeout();
                     self.ranks[r].handle(
                         now,
                         Input::Start {
@@ -377,7 +370,7 @@ impl<P: Protocol> Simulation<P> {
                         },
                         &mut self.outbox,
                     );
-                    self.after_handle(rank, now);
+                    self.after_handle(rank, now, armed);
                     // What arrived before the start is read from the queue now, one frame per
                     // receive overhead, as if it arrived at this instant.
                     for (from, slot) in self.held.remove(&rank).unwrap_or_default() {
@@ -391,14 +384,17 @@ impl<P: Protocol> Simulation<P> {
                 }
             }
             SimEvent::Deliver { to, from, slot } => self.deliver(at, class, to, from, slot),
-            SimEvent::Timer { rank, timer } => {
-                self.pending_timers
-                    .remove(&(rank, at.0, timer.kind, timer.index));
+            SimEvent::Timer { rank } => {
+                // Re-armed later or disarmed since: the current deadline has its own wakeup.
+                let due = self.ranks[rank as usize]
+                    .poll_timeout()
+                    .is_some_and(|deadline| deadline <= at);
+                if !due {
+                    return;
+                }
                 if let Some(now) = self.acquire_cpu(rank, at, class, event, 0) {
-                    self.trace
-                        .mix(0x7133 ^ u64::from(rank) ^ u64::from(timer.index) << 32);
-                    self.ranks[rank as usize].handle(now, Input::Timer { timer }, &mut self.outbox);
-                    self.after_handle(rank, now);
+                    self.trace.mix(0x7133 ^ u64::from(rank));
+                    self.handle_input(rank, now, Input::Timeout);
                 }
             }
             SimEvent::Notice { to, failed } => {
@@ -406,9 +402,7 @@ impl<P: Protocol> Simulation<P> {
                     self.report.notices += 1;
                     self.trace
                         .mix(0x0071 ^ u64::from(to) ^ u64::from(failed) << 32);
-                    let input = Input::PeerFailed { peer: Rank(failed) };
-                    self.ranks[to as usize].handle(now, input, &mut self.outbox);
-                    self.after_handle(to, now);
+                    self.handle_input(to, now, Input::PeerFailed { peer: Rank(failed) });
                 }
             }
             SimEvent::LinkNotice { to, peer } => {
@@ -416,9 +410,7 @@ impl<P: Protocol> Simulation<P> {
                     self.report.notices += 1;
                     self.trace
                         .mix(0x11AC ^ u64::from(to) ^ u64::from(peer) << 32);
-                    let input = Input::LinkFailed { peer: Rank(peer) };
-                    self.ranks[to as usize].handle(now, input, &mut self.outbox);
-                    self.after_handle(to, now);
+                    self.handle_input(to, now, Input::LinkFailed { peer: Rank(peer) });
                 }
             }
             SimEvent::Fault(fault) => self.strike(at, fault),
@@ -493,10 +485,12 @@ impl<P: Protocol> Simulation<P> {
                 } else {
                     self.messages.give_back(slot_id, buffer);
                 }
-                self.after_handle(to, now);
+                let armed = self.ranks[to as usize].poll_timeout();
+                self.after_handle(to, now, armed);
                 return;
             }
         }
+        let armed = self.ranks[to as usize].poll_timeout();
         match Frame::decode(bytes) {
             Ok(frame) => {
                 self.report.delivered += 1;
@@ -509,7 +503,7 @@ impl<P: Protocol> Simulation<P> {
             Err(_) => self.report.rejected += 1,
         }
         self.messages.give_back(slot_id, buffer);
-        self.after_handle(to, now);
+        self.after_handle(to, now, armed);
     }
 
     /// 004 App. B in the simulator: a rank that has not started yet answers FTCO DATA and
@@ -533,8 +527,23 @@ impl<P: Protocol> Simulation<P> {
         Some(true)
     }
 
-    /// Carries out what a rank's outbox asks for, and clears it.
-    fn after_handle(&mut self, rank: u32, now: Time) {
+    /// Hands `input` to `rank` at `now` and carries out what it asks for.
+    fn handle_input(&mut self, rank: u32, now: Time, input: Input<'_>) {
+        let r = rank as usize;
+        // A wakeup uses up the one queued for the deadline it serves.
+        let armed = match input {
+            Input::Timeout => None,
+            _ => self.ranks[r].poll_timeout(),
+        };
+        self.ranks[r].handle(now, input, &mut self.outbox);
+        self.after_handle(rank, now, armed);
+    }
+
+    /// Carries out what a rank's outbox asks for, and clears it; queues a wakeup if the rank's
+    /// `poll_timeout` differs from `armed`, its value before the input, which (by induction)
+    /// already has a wakeup queued. One queue entry per new deadline keeps 2^20 ranks cheap;
+    /// wakeups made stale by a later re-arm are skipped when they come up.
+    fn after_handle(&mut self, rank: u32, now: Time, armed: Option<Time>) {
         // Taken out for the duration so that sends can borrow it while the simulator mutates
         // itself; put back (with its capacity) at the end.
         let mut outbox = std::mem::take(&mut self.outbox);
@@ -553,17 +562,11 @@ impl<P: Protocol> Simulation<P> {
                 _ => {}
             }
         }
-        for &request in outbox.timers() {
-            if let TimerRequest::Set { timer, at } = request {
-                let at = at.max(now);
-                if self
-                    .pending_timers
-                    .insert((rank, at.0, timer.kind, timer.index))
-                {
-                    self.queue
-                        .push(at, EventClass::Timer, SimEvent::Timer { rank, timer });
-                }
-            }
+        let deadline = self.ranks[rank as usize].poll_timeout();
+        if let Some(at) = deadline.filter(|_| deadline != armed) {
+            let at = at.max(now);
+            self.queue
+                .push(at, EventClass::Timer, SimEvent::Timer { rank });
         }
         let cost = self.config.cost;
         let slow = u64::from(self.slots[rank as usize].slow);
@@ -731,8 +734,7 @@ impl<P: Protocol> Simulation<P> {
             TimedFault::FlipState(rank, fault) => {
                 let slot = self.slots[rank.index()];
                 if slot.alive && !slot.stopped {
-                    self.ranks[rank.index()].handle(at, Input::Fault(fault), &mut self.outbox);
-                    self.after_handle(rank.0, at);
+                    self.handle_input(rank.0, at, Input::Fault(fault));
                 }
             }
             TimedFault::Cut(a, b) => {
