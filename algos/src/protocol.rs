@@ -16,8 +16,10 @@ use crate::values::ValuesRef;
 use crate::wire::{encode_into, Frame, FrameError, FrameHeader};
 
 mod timers;
+mod wrapper;
 
 pub use timers::TimerTable;
+pub use wrapper::Wrapper;
 
 /// One input to a protocol.
 #[derive(Clone, Copy, Debug)]
@@ -489,52 +491,6 @@ pub trait Protocol {
         view.field("rejected", status.counters.frames_rejected);
         view.field("failures noticed", status.counters.failures_noticed);
         view
-    }
-}
-
-impl<P: Protocol + ?Sized> Protocol for Box<P> {
-    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
-        (**self).handle(now, input, out);
-    }
-
-    fn poll_timeout(&self) -> Option<Time> {
-        (**self).poll_timeout()
-    }
-
-    fn estimate(&self, dst: &mut Vec<f64>) {
-        (**self).estimate(dst);
-    }
-
-    fn phase(&self) -> Phase {
-        (**self).phase()
-    }
-
-    fn has_result(&self) -> bool {
-        (**self).has_result()
-    }
-
-    fn reads_clock(&self) -> bool {
-        (**self).reads_clock()
-    }
-
-    fn status(&self) -> RankStatus {
-        (**self).status()
-    }
-
-    fn settled(&self) -> bool {
-        (**self).settled()
-    }
-
-    fn serve_until(&self) -> Option<Time> {
-        (**self).serve_until()
-    }
-
-    fn check_invariants(&self) -> Result<(), String> {
-        (**self).check_invariants()
-    }
-
-    fn inspect(&self) -> crate::inspect::Inspection {
-        (**self).inspect()
     }
 }
 
