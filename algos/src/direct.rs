@@ -307,7 +307,7 @@ impl Protocol for DirectAllreduce {
         match input {
             Input::Start { data } => self.start(data, out),
             Input::Message { from, frame } => self.on_message(from, frame, out),
-            Input::Timer { .. } | Input::LinkFailed { .. } => {}
+            Input::Timeout | Input::LinkFailed { .. } => {}
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
                 // Every rank needs every input: any failure fails the operation everywhere, so
@@ -325,6 +325,10 @@ impl Protocol for DirectAllreduce {
                 }
             }
         }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        None
     }
 
     fn estimate(&self, dst: &mut Vec<f64>) {

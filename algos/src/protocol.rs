@@ -2,14 +2,24 @@
 //!
 //! A protocol is driven by [`Protocol::handle`]: the driver (the simulator, or the executor on a
 //! real rank) passes the current time and one [`Input`]; the protocol appends what it wants done
-//! to a caller-owned [`Outbox`]: frames to send, timers to arm, [`Event`]s to report. The protocol
-//! never performs I/O, reads a clock, spawns a thread or draws from a global RNG, so the same code
-//! runs in the simulator and on real transports, and one seed replays a simulated run exactly.
+//! to a caller-owned [`Outbox`]: frames to send and [`Event`]s to report. Timers follow
+//! quinn-proto's `poll_timeout` contract: a protocol keeps its own deadlines (usually in a
+//! [`TimerTable`]), the driver asks [`Protocol::poll_timeout`] after handling inputs and hands it
+//! [`Input::Timeout`] once that time is reached, so drivers keep no tables of their own. The
+//! protocol never performs I/O, reads a clock, spawns a thread or draws from a global RNG, so the
+//! same code runs in the simulator and on real transports, and one seed replays a simulated run
+//! exactly.
 
 use crate::rank::Rank;
 use crate::time::Time;
 use crate::values::ValuesRef;
 use crate::wire::{encode_into, Frame, FrameError, FrameHeader};
+
+mod timers;
+mod wrapper;
+
+pub use timers::TimerTable;
+pub use wrapper::Wrapper;
 
 /// One input to a protocol.
 #[derive(Clone, Copy, Debug)]
@@ -27,13 +37,11 @@ pub enum Input<'a> {
         /// The frame.
         frame: Frame<'a>,
     },
-    /// A timer the protocol armed has reached its deadline. It may be stale (re-armed or
-    /// cancelled since): protocols check their own deadline table, so handling it twice is
-    /// harmless.
-    Timer {
-        /// Which timer.
-        timer: TimerId,
-    },
+    /// The time has reached the deadline [`Protocol::poll_timeout`] last reported: the
+    /// protocol handles every timer due at `now`, earliest deadline first (ties in [`TimerId`]
+    /// order). A wakeup with nothing due is harmless: drivers skip the ones they know to be
+    /// stale, but need not.
+    Timeout,
     /// The failure detector reports that `peer` has failed. Detectors are fail-stop by
     /// construction: the peer was killed before anyone is told, so the notice is never wrong.
     PeerFailed {
@@ -53,6 +61,7 @@ pub enum Input<'a> {
 }
 
 /// A protocol-defined timer: a small kind plus an index (e.g. a peer for per-peer timeouts).
+/// Only the protocol sees it: drivers know the earliest deadline, not which timer it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TimerId {
     /// Protocol-defined timer kind.
@@ -143,23 +152,6 @@ pub enum Event {
     FaultIgnored(LocalFault),
 }
 
-/// A request to arm or disarm a timer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimerRequest {
-    /// Deliver [`Input::Timer`] at or after `at`.
-    Set {
-        /// Which timer.
-        timer: TimerId,
-        /// The deadline.
-        at: Time,
-    },
-    /// The timer is no longer needed (drivers may still deliver it; protocols ignore it).
-    Cancel {
-        /// Which timer.
-        timer: TimerId,
-    },
-}
-
 /// One queued send: a frame in the outbox's arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct QueuedSend {
@@ -175,7 +167,6 @@ struct QueuedSend {
 pub struct Outbox {
     words: Vec<u64>,
     sends: Vec<QueuedSend>,
-    timers: Vec<TimerRequest>,
     events: Vec<Event>,
 }
 
@@ -214,16 +205,6 @@ impl Outbox {
             first_word,
             len_bytes,
         });
-    }
-
-    /// Arms `timer` for `at` (replacing an earlier deadline of the same timer).
-    pub fn set_timer(&mut self, timer: TimerId, at: Time) {
-        self.timers.push(TimerRequest::Set { timer, at });
-    }
-
-    /// Disarms `timer`.
-    pub fn cancel_timer(&mut self, timer: TimerId) {
-        self.timers.push(TimerRequest::Cancel { timer });
     }
 
     /// Reports an event.
@@ -273,18 +254,6 @@ impl Outbox {
         (0..self.sends.len()).filter_map(|i| self.send_at(i))
     }
 
-    /// Queued timer requests, in order.
-    pub fn timers(&self) -> &[TimerRequest] {
-        &self.timers
-    }
-
-    /// Removes the timer requests queued after the first `from` and hands them out, in order:
-    /// a driver serving several instances through one outbox keeps each one's timers apart.
-    pub fn drain_timers(&mut self, from: usize) -> std::vec::Drain<'_, TimerRequest> {
-        let from = from.min(self.timers.len());
-        self.timers.drain(from..)
-    }
-
     /// Reported events, in order.
     pub fn events(&self) -> &[Event] {
         &self.events
@@ -292,14 +261,13 @@ impl Outbox {
 
     /// True when nothing is queued.
     pub fn is_empty(&self) -> bool {
-        self.sends.is_empty() && self.timers.is_empty() && self.events.is_empty()
+        self.sends.is_empty() && self.events.is_empty()
     }
 
     /// Forgets everything queued, keeping capacity.
     pub fn clear(&mut self) {
         self.words.clear();
         self.sends.clear();
-        self.timers.clear();
         self.events.clear();
     }
 }
@@ -407,6 +375,12 @@ pub struct RankStatus {
 pub trait Protocol {
     /// Handles one input at time `now`, appending what must happen to `out`.
     fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox);
+
+    /// The earliest deadline of a timer the protocol has armed and not yet handled, or `None`.
+    /// Drivers ask after handling inputs and hand the protocol [`Input::Timeout`] once the time
+    /// reaches it (quinn-proto's `poll_timeout`). Required, so that a wrapper written by hand
+    /// cannot drop its inner protocol's timers; protocols without timers return `None`.
+    fn poll_timeout(&self) -> Option<Time>;
 
     /// The current local estimate of the collective's result, written into `dst` (cleared
     /// first). Before completion this is the protocol's best guess (gossip estimates converge);
@@ -520,106 +494,6 @@ pub trait Protocol {
     }
 }
 
-impl<P: Protocol + ?Sized> Protocol for Box<P> {
-    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
-        (**self).handle(now, input, out);
-    }
-
-    fn estimate(&self, dst: &mut Vec<f64>) {
-        (**self).estimate(dst);
-    }
-
-    fn phase(&self) -> Phase {
-        (**self).phase()
-    }
-
-    fn has_result(&self) -> bool {
-        (**self).has_result()
-    }
-
-    fn reads_clock(&self) -> bool {
-        (**self).reads_clock()
-    }
-
-    fn status(&self) -> RankStatus {
-        (**self).status()
-    }
-
-    fn settled(&self) -> bool {
-        (**self).settled()
-    }
-
-    fn serve_until(&self) -> Option<Time> {
-        (**self).serve_until()
-    }
-
-    fn check_invariants(&self) -> Result<(), String> {
-        (**self).check_invariants()
-    }
-
-    fn inspect(&self) -> crate::inspect::Inspection {
-        (**self).inspect()
-    }
-}
-
-/// A small deadline table, for protocols with timers: arming replaces, and an expiry counts only
-/// if the timer is armed and its deadline has passed, so stale or repeated deliveries are harmless.
-/// Bounded by the number of distinct timers a protocol uses (its degree, at most).
-#[derive(Clone, Debug, Default)]
-pub struct TimerTable {
-    deadlines: Vec<(TimerId, Time)>,
-}
-
-impl TimerTable {
-    /// Arms `timer` at `at` and asks the driver for a wake-up.
-    pub fn arm(&mut self, timer: TimerId, at: Time, out: &mut Outbox) {
-        match self.deadlines.iter_mut().find(|(id, _)| *id == timer) {
-            Some(entry) => entry.1 = at,
-            None => self.deadlines.push((timer, at)),
-        }
-        out.set_timer(timer, at);
-    }
-
-    /// Disarms `timer`.
-    pub fn disarm(&mut self, timer: TimerId, out: &mut Outbox) {
-        let before = self.deadlines.len();
-        self.deadlines.retain(|(id, _)| *id != timer);
-        if self.deadlines.len() != before {
-            out.cancel_timer(timer);
-        }
-    }
-
-    /// True, and disarms it, if `timer` is armed with a deadline at or before `now`.
-    pub fn take_expired(&mut self, timer: TimerId, now: Time) -> bool {
-        match self
-            .deadlines
-            .iter()
-            .position(|(id, at)| *id == timer && *at <= now)
-        {
-            Some(i) => {
-                self.deadlines.swap_remove(i);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The earliest armed deadline.
-    pub fn next_deadline(&self) -> Option<Time> {
-        self.deadlines.iter().map(|(_, at)| *at).min()
-    }
-
-    /// Number of armed timers.
-    pub fn len(&self) -> usize {
-        self.deadlines.len()
-    }
-
-    /// True when no timer is armed.
-    pub fn is_empty(&self) -> bool {
-        self.deadlines.is_empty()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -641,21 +515,5 @@ mod tests {
             out.clear();
             assert!(out.is_empty());
         }
-    }
-
-    #[test]
-    fn timer_table_ignores_stale_and_repeated_expiries() {
-        let mut table = TimerTable::default();
-        let mut out = Outbox::new();
-        let t = TimerId { kind: 1, index: 4 };
-        table.arm(t, Time(10), &mut out);
-        table.arm(t, Time(20), &mut out);
-        assert!(
-            !table.take_expired(t, Time(10)),
-            "re-armed timer fired early"
-        );
-        assert!(table.take_expired(t, Time(20)));
-        assert!(!table.take_expired(t, Time(30)), "fired twice");
-        assert_eq!(table.next_deadline(), None);
     }
 }

@@ -517,7 +517,7 @@ impl Protocol for RecursiveDoubling {
         match input {
             Input::Start { data } => self.start(data, out),
             Input::Message { from, frame } => self.on_message(from, frame, out),
-            Input::Timer { .. } => {}
+            Input::Timeout => {}
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
                 // Any failure fails the operation, not only a partner's: the ranks that need a
@@ -543,6 +543,10 @@ impl Protocol for RecursiveDoubling {
                 Phase::Done | Phase::Aborted => {}
             },
         }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        None
     }
 
     fn estimate(&self, dst: &mut Vec<f64>) {

@@ -1,8 +1,9 @@
 //! The executor: drives a protocol state machine over a real transport with a real clock.
 //!
-//! The loop is the simulator's, with real time: feed failure notices, arrived frames and expired
-//! timers to the protocol; carry out its sends (through this rank's scripted faults) and timer
-//! requests; sleep in the transport when nothing is ready. Frames are handed to the protocol in
+//! The loop is the simulator's, with real time: feed failure notices and arrived frames to the
+//! protocol, and [`Input::Timeout`] once the time reaches its `poll_timeout`; carry out its sends
+//! (through this rank's scripted faults); sleep in the transport when nothing is ready, at most
+//! until the next deadline. Frames are handed to the protocol in
 //! place, straight from the transport's receive buffer. Frames of a later operation (a peer that
 //! finished this one first) are copied aside, in a bounded buffer, until that operation starts.
 
@@ -10,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ftcoll_algos::era::Era;
-use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, TimerId, TimerRequest};
+use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol};
 use ftcoll_algos::wire::{Frame, FrameError};
 use ftcoll_algos::{Algorithm, Rank, Time, ValuesRef};
 
@@ -47,10 +48,8 @@ const MAX_ERA_SERVICES: usize = 4;
 /// leaves the job.
 struct Lingering {
     op_id: u64,
+    /// Keeps its own timers (a finished gossip rank told of a failure pushes again).
     protocol: Box<dyn Protocol + Send>,
-    /// Its own armed timers (a finished gossip rank told of a failure pushes again), kept
-    /// apart from the running operation's.
-    timers: BTreeSet<(Time, TimerId)>,
 }
 
 impl Lingering {
@@ -59,25 +58,14 @@ impl Lingering {
         !self.protocol.settled() || self.protocol.serve_until().is_some_and(|t| t > now)
     }
 
-    /// Hands `input` to the protocol and takes the timer requests it made out of `outbox`.
+    /// Hands `input` to the protocol.
     fn handle(&mut self, now: Time, input: Input<'_>, outbox: &mut Outbox) {
-        let mark = outbox.timers().len();
         self.protocol.handle(now, input, outbox);
-        for request in outbox.drain_timers(mark) {
-            match request {
-                TimerRequest::Set { timer, at } => {
-                    // A bounded table: one entry per timer id, the latest deadline.
-                    self.timers.retain(|(_, id)| *id != timer);
-                    self.timers.insert((at, timer));
-                }
-                TimerRequest::Cancel { timer } => self.timers.retain(|(_, id)| *id != timer),
-            }
-        }
     }
 
-    /// The earliest armed timer.
-    fn next_timer(&self) -> Option<Time> {
-        self.timers.first().map(|(at, _)| *at)
+    /// Whether a timer of the protocol is due at `now`.
+    fn timer_due(&self, now: Time) -> bool {
+        self.protocol.poll_timeout().is_some_and(|at| at <= now)
     }
 }
 
@@ -119,8 +107,6 @@ pub struct Endpoint<T: Transport> {
     failed: BTreeSet<u32>,
     faults: RankFaults,
     outbox: Outbox,
-    /// Armed timer deadlines; the protocol filters stale ones itself.
-    timers: BTreeMap<(Time, TimerId), ()>,
     /// Frames held for operations not started yet, by operation: (sender's world rank, frame).
     early: BTreeMap<u64, Vec<(Rank, Vec<u64>, usize)>>,
     early_count: usize,
@@ -191,7 +177,6 @@ impl<T: Transport> Endpoint<T> {
             failed: BTreeSet::new(),
             faults,
             outbox: Outbox::new(),
-            timers: BTreeMap::new(),
             early: BTreeMap::new(),
             early_count: 0,
             spare_words: Spares::default(),
@@ -549,7 +534,7 @@ impl<T: Transport> Endpoint<T> {
         // percent. A revocation reaches it only in a frame, so it looks for one only after
         // handling frames.
         let mut lean = !timed
-            && self.timers.is_empty()
+            && protocol.poll_timeout().is_none()
             && self.lingering.is_empty()
             && !self.telemetry_on
             && !self.faults.has_state_flips()
@@ -557,7 +542,7 @@ impl<T: Transport> Endpoint<T> {
             && !self.faults.time_sensitive();
         loop {
             if lean && !matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
-                if self.control.has_news() || !self.timers.is_empty() {
+                if self.control.has_news() || protocol.poll_timeout().is_some() {
                     lean = false;
                     continue;
                 }
@@ -641,15 +626,12 @@ impl<T: Transport> Endpoint<T> {
             if self.revoke_watch.is_some() && self.is_revoked() {
                 return Ok((OpEnd::Revoked, stats));
             }
-            if !self.timers.is_empty() {
+            if let Some(deadline) = protocol.poll_timeout() {
                 let now = self.now();
-                // Each pass removes one due timer; the table is finite.
-                while let Some((&key, _)) = self.timers.first_key_value() {
-                    if key.0 > now {
-                        break;
-                    }
-                    self.timers.remove(&key);
-                    protocol.handle(now, Input::Timer { timer: key.1 }, &mut self.outbox);
+                // The protocol handles every timer due at `now`; one it re-arms for `now` again
+                // waits for the next turn.
+                if deadline <= now {
+                    protocol.handle(now, Input::Timeout, &mut self.outbox);
                     self.after_handle(&mut stats)?;
                     progressed = true;
                 }
@@ -659,7 +641,7 @@ impl<T: Transport> Endpoint<T> {
             }
             self.transport.progress()?;
             if !progressed && !matches!(protocol.phase(), Phase::Done | Phase::Aborted) {
-                let first_timer = self.timers.keys().next().map(|(t, _)| *t);
+                let first_timer = protocol.poll_timeout();
                 let first_timer = match self.next_lingering_timer() {
                     Some(at) => Some(first_timer.map_or(at, |t| t.min(at))),
                     None => first_timer,
@@ -827,11 +809,7 @@ impl<T: Transport> Endpoint<T> {
             let oldest = self.lingering.remove(0);
             tracing::debug!(op = oldest.op_id, "stopped serving an unsettled operation");
         }
-        let mut lingering = Lingering {
-            op_id,
-            protocol,
-            timers: BTreeSet::new(),
-        };
+        let mut lingering = Lingering { op_id, protocol };
         // What it sends in answer leaves with the next pass's sends.
         for world in notices {
             if let Some(rank) = Endpoint::<T>::local(&self.group, world) {
@@ -867,20 +845,18 @@ impl<T: Transport> Endpoint<T> {
 
     /// Hands the finished operations still served their due timers; true if any was due.
     fn fire_lingering_timers(&mut self, stats: &mut OpStats) -> Result<bool, ExecError> {
-        if self.lingering.iter().all(|l| l.timers.is_empty()) {
+        if self
+            .lingering
+            .iter()
+            .all(|l| l.protocol.poll_timeout().is_none())
+        {
             return Ok(false);
         }
         let now = self.now();
         let mut fired = false;
         for i in 0..self.lingering.len() {
-            // Each pass removes one due timer; a protocol re-arms a timer later than `now`, so
-            // the loop ends.
-            while let Some(&(at, timer)) = self.lingering[i].timers.first() {
-                if at > now {
-                    break;
-                }
-                self.lingering[i].timers.remove(&(at, timer));
-                self.lingering[i].handle(now, Input::Timer { timer }, &mut self.outbox);
+            if self.lingering[i].timer_due(now) {
+                self.lingering[i].handle(now, Input::Timeout, &mut self.outbox);
                 self.after_handle(stats)?;
                 fired = true;
             }
@@ -893,7 +869,7 @@ impl<T: Transport> Endpoint<T> {
     fn next_lingering_timer(&self) -> Option<Time> {
         self.lingering
             .iter()
-            .filter_map(Lingering::next_timer)
+            .filter_map(|l| l.protocol.poll_timeout())
             .min()
     }
 
@@ -944,7 +920,7 @@ impl<T: Transport> Endpoint<T> {
         }
     }
 
-    /// Carries out the outbox: sends (through scripted faults), timers, events.
+    /// Carries out the outbox: sends (through scripted faults) and events.
     fn after_handle(&mut self, stats: &mut OpStats) -> Result<(), ExecError> {
         if self.outbox.is_empty() {
             return Ok(());
@@ -971,11 +947,6 @@ impl<T: Transport> Endpoint<T> {
                     }
                 }
                 _ => {}
-            }
-        }
-        for &request in self.outbox.timers() {
-            if let TimerRequest::Set { timer, at } = request {
-                self.timers.insert((at, timer), ());
             }
         }
         for i in 0..self.outbox.send_count() {
@@ -1030,6 +1001,10 @@ struct BetweenOperations;
 
 impl Protocol for BetweenOperations {
     fn handle(&mut self, _now: Time, _input: Input<'_>, _out: &mut Outbox) {}
+
+    fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
 
     fn estimate(&self, dst: &mut Vec<f64>) {
         dst.clear();

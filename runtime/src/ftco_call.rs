@@ -12,7 +12,7 @@
 //! so choose a timeout well above the machine's scheduling delays.
 
 use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
-use ftcoll_algos::protocol::{Input, Outbox, Phase, Protocol, RankStatus};
+use ftcoll_algos::protocol::{Input, Outbox, Protocol, Wrapper};
 use ftcoll_algos::{Rank, ReduceOp, Time};
 
 use crate::comm::{CommError, Communicator, Outcome};
@@ -33,38 +33,21 @@ pub struct FtcoCall {
 /// FTCO that ignores failure notices: failures are found by its own timeouts only.
 struct TimeoutsOnly(Ftco);
 
-impl Protocol for TimeoutsOnly {
-    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+impl Wrapper for TimeoutsOnly {
+    type Inner = Ftco;
+
+    fn inner(&self) -> &Ftco {
+        &self.0
+    }
+
+    fn inner_mut(&mut self) -> &mut Ftco {
+        &mut self.0
+    }
+
+    fn wrap_handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
         if !matches!(input, Input::PeerFailed { .. }) {
             self.0.handle(now, input, out);
         }
-    }
-
-    fn estimate(&self, dst: &mut Vec<f64>) {
-        self.0.estimate(dst);
-    }
-
-    fn phase(&self) -> Phase {
-        self.0.phase()
-    }
-
-    fn has_result(&self) -> bool {
-        self.0.has_result()
-    }
-
-    fn status(&self) -> RankStatus {
-        self.0.status()
-    }
-
-    fn settled(&self) -> bool {
-        self.0.settled()
-    }
-
-    fn serve_until(&self) -> Option<Time> {
-        self.0.serve_until()
-    }
-    fn inspect(&self) -> ftcoll_algos::inspect::Inspection {
-        self.0.inspect()
     }
 }
 

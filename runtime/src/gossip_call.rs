@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use ftcoll_algos::gossip::Gossip;
-use ftcoll_algos::protocol::{Input, Outbox, Phase, Protocol, RankStatus};
+use ftcoll_algos::protocol::{Input, Outbox, Protocol, Wrapper};
 use ftcoll_algos::topology::Topology;
 use ftcoll_algos::{Rank, ReduceOp, Time};
 
@@ -47,24 +47,24 @@ struct GossipRun {
     known_dead: Vec<Rank>,
 }
 
-impl GossipRun {
-    fn inner(&self) -> &dyn Protocol {
+impl Wrapper for GossipRun {
+    type Inner = dyn Protocol + 'static;
+
+    fn inner(&self) -> &Self::Inner {
         match &self.engine {
             Engine::Single(g) => g,
             Engine::Double(g) => g,
         }
     }
 
-    fn inner_mut(&mut self) -> &mut dyn Protocol {
+    fn inner_mut(&mut self) -> &mut Self::Inner {
         match &mut self.engine {
             Engine::Single(g) => g,
             Engine::Double(g) => g,
         }
     }
-}
 
-impl Protocol for GossipRun {
-    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+    fn wrap_handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
         let starting = matches!(input, Input::Start { .. });
         self.inner_mut().handle(now, input, out);
         if starting {
@@ -73,29 +73,6 @@ impl Protocol for GossipRun {
                     .handle(now, Input::PeerFailed { peer }, out);
             }
         }
-    }
-
-    fn estimate(&self, dst: &mut Vec<f64>) {
-        self.inner().estimate(dst);
-    }
-
-    fn phase(&self) -> Phase {
-        self.inner().phase()
-    }
-
-    fn status(&self) -> RankStatus {
-        self.inner().status()
-    }
-
-    fn settled(&self) -> bool {
-        self.inner().settled()
-    }
-
-    fn serve_until(&self) -> Option<Time> {
-        self.inner().serve_until()
-    }
-    fn inspect(&self) -> ftcoll_algos::inspect::Inspection {
-        self.inner().inspect()
     }
 }
 

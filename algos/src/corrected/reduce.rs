@@ -493,7 +493,7 @@ impl Protocol for CorrectedReduce {
         match input {
             Input::Start { data } => self.start(data, out),
             Input::Message { from, frame } => self.on_message(from, frame, out),
-            Input::Timer { .. } => {}
+            Input::Timeout => {}
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
                 if self.known_failed.insert(peer.0) {
@@ -510,6 +510,10 @@ impl Protocol for CorrectedReduce {
                 }
             }
         }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        None
     }
 
     fn estimate(&self, dst: &mut Vec<f64>) {

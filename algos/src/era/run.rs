@@ -132,7 +132,7 @@ impl Protocol for EraRun {
                 }
             }
             Input::PeerFailed { peer } => self.era.peer_failed(peer.0, out),
-            Input::Timer { .. } => {}
+            Input::Timeout => {}
             Input::LinkFailed { .. } => {}
             Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
             Input::Stop => {
@@ -143,6 +143,10 @@ impl Protocol for EraRun {
             }
         }
         self.advance(out);
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        None
     }
 
     fn estimate(&self, dst: &mut Vec<f64>) {

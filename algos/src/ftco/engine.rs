@@ -1,6 +1,8 @@
 //! The FTCO state machine: Algs. 1-4 of 004 with the fixes listed in the module docs.
 
+mod inbound;
 mod inspect;
+mod timeouts;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -12,9 +14,9 @@ use crate::rank::{Rank, RankSet};
 use crate::rng::SimRng;
 use crate::time::{Duration, Time};
 use crate::values::{finish_estimate, Dtype, Values, ValuesRef};
-use crate::wire::{Frame, FrameError, FrameHeader};
+use crate::wire::FrameHeader;
 
-use super::pieces::{append_values, empty_like, slice_values, Absorbed, Piece, PieceSet};
+use super::pieces::{append_values, empty_like, Piece, PieceSet};
 use super::ranges::Contributors;
 use super::view::View;
 use super::{Collective, FtcoConfig, FtcoKind, ServiceDistance, FLAG_RESULT};
@@ -244,8 +246,8 @@ impl Ftco {
         if self.phase == Phase::Running || self.phase == Phase::Idle {
             self.phase = Phase::Aborted;
             out.emit(Event::Aborted(reason));
-            self.timers.disarm(TIMER_ACK, out);
-            self.timers.disarm(TIMER_PROBE, out);
+            self.timers.disarm(TIMER_ACK);
+            self.timers.disarm(TIMER_PROBE);
         }
     }
 
@@ -272,40 +274,6 @@ impl Ftco {
         };
         if orphaned && needs_root {
             self.abort(AbortReason::PeerFailed(Rank(0)), out);
-        }
-    }
-
-    /// f_timeout(me, x) in the current view.
-    fn timeout_for(&self, x: u32) -> Duration {
-        let base = self.config.detect_timeout;
-        if self.config.fixed_timeout {
-            return base;
-        }
-        self.view
-            .timeout_at_top(base, self.me, x, &self.dead, self.root_count)
-    }
-
-    /// Re-derives the root-set size and every peer's timeout after a death: a peer may have
-    /// joined the root set, and the root set's members answer more ranks.
-    fn refresh_timeouts(&mut self) {
-        if self.config.collective != Collective::Allreduce {
-            return;
-        }
-        let roots = if self.at_top {
-            self.up.len() as u32 + 1
-        } else {
-            self.view.root_set(&self.dead).len() as u32
-        };
-        self.root_count = roots;
-        let timeouts: Vec<(u32, Duration)> = self
-            .peers
-            .keys()
-            .map(|&x| (x, self.timeout_for(x)))
-            .collect();
-        for (x, timeout) in timeouts {
-            if let Some(peer) = self.peers.get_mut(&x) {
-                peer.timeout = timeout;
-            }
         }
     }
 
@@ -572,29 +540,6 @@ impl Ftco {
         false
     }
 
-    /// A DATA or KEEPALIVE from `s` that skips tree neighbours tells that those are dead: `s`
-    /// detected them (or it would not have contacted us).
-    fn learn_from_contact(&mut self, s: u32, out: &mut Outbox) {
-        let mut skipped = Vec::new();
-        if self.view.is_ancestor(self.me, s) {
-            self.view.ancestors_below(s, Some(self.me), &mut skipped);
-        } else if self.view.is_ancestor(s, self.me) {
-            self.view.ancestors_below(self.me, Some(s), &mut skipped);
-        } else if self.config.collective == Collective::Allreduce {
-            self.view.ancestors_below(s, None, &mut skipped);
-            self.view.ancestors_below(self.me, None, &mut skipped);
-        }
-        let mut changed = false;
-        for r in skipped {
-            if r != s {
-                changed |= self.mark_dead(r);
-            }
-        }
-        if changed {
-            self.recompute_view(out);
-        }
-    }
-
     /// How long a finished rank stays reachable: long enough for a rank below it whose data
     /// path broke (a parent that took the data and died) to wait out its expected arrival and
     /// probe up through two dead ancestors to this one, each probe taking at most one timeout
@@ -621,230 +566,6 @@ impl Ftco {
             peer.seq_acked = peer.seq_sent;
         }
         self.dead.insert(x)
-    }
-
-    fn shape_ok(&self, pieces: &[Piece]) -> bool {
-        match self.shape {
-            None => true,
-            Some((dtype, len)) => pieces
-                .iter()
-                .all(|p| p.value.dtype() == dtype && p.value.len() == len),
-        }
-    }
-
-    fn handle_inbound(&mut self, message: Inbound, now: Time, out: &mut Outbox) {
-        let Inbound { from, seq, body } = message;
-        if matches!(body, Body::Data { .. } | Body::KeepAlive) {
-            self.heard_from(from);
-        }
-        match body {
-            Body::Data { result, pieces } => {
-                if !self.shape_ok(&pieces) {
-                    self.reject(from, "value shape differs from the local input", out);
-                    return;
-                }
-                if !result && self.late_from_dead_descendant(from) {
-                    return;
-                }
-                self.learn_from_contact(from, out);
-                if !self.dead.contains(from) {
-                    let peer = self.peer(from);
-                    peer.to_ack = Some(seq.max(peer.to_ack.unwrap_or(0)));
-                }
-                self.peer(from).arrived = true;
-                if result {
-                    if self.result.is_none() {
-                        self.result = pieces.into_iter().next();
-                        // Peer roots compute the result themselves from each other's DATA. A
-                        // top rank handed the result by a peer root (it joined late, or the
-                        // exchange was disrupted) will never send its own DATA now, so the
-                        // peer roots it has not sent DATA to yet get the result instead: they
-                        // may be waiting for this rank. Those it has sent DATA to compute it.
-                        self.final_peers = if self.at_top {
-                            let has_ours = |x: &u32| {
-                                *x == from || self.peers.get(x).is_some_and(|p| !p.sent.is_empty())
-                            };
-                            self.up.iter().copied().filter(has_ours).collect()
-                        } else {
-                            self.up.clone()
-                        };
-                        if self.shape.is_none() {
-                            self.shape = self
-                                .result
-                                .as_ref()
-                                .map(|p| (p.value.dtype(), p.value.len()));
-                        }
-                    }
-                    return;
-                }
-                let descendant = self.view.is_ancestor(self.me, from);
-                for piece in pieces {
-                    let contributors = piece.contributors.clone();
-                    if self.pieces.absorb(piece, !descendant) == Absorbed::Conflict {
-                        self.conflicts += 1;
-                    }
-                    self.peer(from).received.union_with(&contributors);
-                }
-                self.adopt_descendant(from, descendant, out);
-            }
-            Body::KeepAlive => {
-                self.learn_from_contact(from, out);
-                if !self.dead.contains(from) {
-                    let peer = self.peer(from);
-                    peer.to_ack = Some(seq.max(peer.to_ack.unwrap_or(0)));
-                }
-                let descendant = self.view.is_ancestor(self.me, from);
-                self.adopt_descendant(from, descendant, out);
-            }
-            Body::Ack {
-                seq,
-                provisional: true,
-            } => {
-                // Alive but not started: wait one more timeout before asking again.
-                let peer = self.peer(from);
-                if seq <= peer.seq_sent && peer.outstanding() {
-                    peer.provisional = true;
-                    peer.last_sent = Some(now);
-                }
-            }
-            Body::Ack { seq, .. } => {
-                let peer = self.peer(from);
-                peer.provisional = false;
-                if peer.last_data_seq > 0 && seq >= peer.last_data_seq && seq <= peer.seq_sent {
-                    // It took our last DATA, so it is alive: the probes sent since need no
-                    // answer of their own (one sent before it started may never get one).
-                    peer.seq_acked = peer.seq_sent;
-                } else if seq > peer.seq_acked && seq <= peer.seq_sent {
-                    peer.seq_acked = seq;
-                }
-            }
-        }
-    }
-
-    /// DATA from a descendant a failure notice reported dead, arriving after this rank sent
-    /// its subtree up: the news of the death overtook the DATA. Taking it would make a supplement to what
-    /// went up, which peer roots that already fixed their result would never see, while others
-    /// would. The descendant's own children re-send to this rank what they gave it, so only the
-    /// dead rank's own input is lost, as Definition 3.2 allows. DATA from a dead peer root is
-    /// still taken: it went to every peer root at once. So is DATA from a rank only suspected
-    /// by a timeout: its arrival shows the suspicion was false, and leaving a live rank's
-    /// input out would break Definition 3.2 for it.
-    fn late_from_dead_descendant(&self, from: u32) -> bool {
-        self.noticed.contains(from)
-            && self.view.is_ancestor(self.me, from)
-            && self
-                .up
-                .iter()
-                .any(|x| self.peers.get(x).is_some_and(|p| !p.sent.is_empty()))
-    }
-
-    /// DATA or KEEPALIVE from `x` shows it alive and in the operation: our KEEPALIVEs to it
-    /// need no answer of their own, and an earlier provisional answer is out of date. (A
-    /// late starter that was probed before it started is otherwise probed once more and must
-    /// answer within one timeout, which a busy rank may not.) Our unacknowledged DATA still
-    /// waits for its ACK: only that says `x` took it.
-    fn heard_from(&mut self, x: u32) {
-        if let Some(peer) = self.peers.get_mut(&x) {
-            peer.provisional = false;
-            if peer.last_data_seq <= peer.seq_acked {
-                peer.seq_acked = peer.seq_sent;
-            }
-        }
-    }
-
-    /// A descendant that reached us but is not in Down joins Down (it waits for our result).
-    fn adopt_descendant(&mut self, from: u32, descendant: bool, out: &mut Outbox) {
-        if descendant && !self.down.contains(&from) && !self.dead.contains(from) {
-            self.extra_down.insert(from);
-            self.recompute_view(out);
-        }
-    }
-
-    /// Ranks this rank waits for and when it expects them (f_ETA of the current phase).
-    fn probe_candidates(&self) -> Vec<(u32, Time)> {
-        let c = &self.config;
-        if self.result.is_some() {
-            return Vec::new();
-        }
-        if self.has_up_phase() && !self.down_satisfied() {
-            let eta = self
-                .view
-                .eta_subtree(self.start, c.costs, c.eta_slack, self.me);
-            return self
-                .down
-                .iter()
-                .filter(|&&y| !(self.arrived(y) || self.pieces.cover().contains(y)))
-                .map(|&y| (y, eta))
-                .collect();
-        }
-        let eta = if self.at_top && c.collective == Collective::Allreduce {
-            self.view.eta_exchange(self.start, c.costs, c.eta_slack)
-        } else if !self.at_top && c.collective != Collective::Reduce {
-            self.view
-                .eta_result(self.start, c.costs, c.eta_slack, self.me)
-        } else {
-            return Vec::new();
-        };
-        self.up
-            .iter()
-            .filter(|&&x| !self.arrived(x))
-            .map(|&x| (x, eta))
-            .collect()
-    }
-
-    /// Alg. 4. Returns whether it changed anything.
-    fn fault_tolerance(&mut self, service_distance: u32, now: Time, out: &mut Outbox) -> bool {
-        // Skip failed ranks: an unacknowledged DATA or KEEPALIVE past its timeout.
-        let expired = self
-            .ack_timer_fired
-            .then(|| {
-                self.peers.iter().find_map(|(&x, p)| {
-                    let late = p.last_sent.is_some_and(|t| now >= t.after(p.timeout));
-                    (p.outstanding() && late && self.should_handle(x, service_distance))
-                        .then_some(x)
-                })
-            })
-            .flatten();
-        if let Some(x) = expired {
-            if self.peers.get(&x).is_some_and(|p| p.provisional) {
-                // It said it is alive and has not started: ask again rather than bury it.
-                self.peer(x).provisional = false;
-                self.send_control(x, FtcoKind::KeepAlive, 0, out);
-                self.peer(x).last_sent = Some(self.departure(now, out));
-                return true;
-            }
-            if self.mark_dead(x) {
-                out.emit(Event::Suspected { peer: Rank(x) });
-                self.recompute_view(out);
-            }
-            return true;
-        }
-        // Answer pending DATA and KEEPALIVE (of every rank, not only Up and Down, so that a
-        // rank that reached us past dead ranks does not take us for dead).
-        let pending = self.peers.iter().find_map(|(&x, p)| {
-            p.to_ack
-                .filter(|_| self.should_handle(x, service_distance))
-                .map(|seq| (x, seq))
-        });
-        if let Some((x, seq)) = pending {
-            self.peer(x).to_ack = None;
-            self.send_control(x, FtcoKind::Ack, u64::from(seq), out);
-            return true;
-        }
-        // Probe suspected ranks once their expected arrival time has passed.
-        let probe = self.probe_candidates().into_iter().find(|&(x, eta)| {
-            let p = self.peers.get(&x);
-            let idle = p.is_none_or(|p| {
-                !p.outstanding() && p.last_sent.is_none_or(|t| now >= t.after(p.timeout))
-            });
-            now >= eta && idle && self.should_handle(x, service_distance)
-        });
-        if let Some((x, _)) = probe {
-            self.send_control(x, FtcoKind::KeepAlive, 0, out);
-            self.peer(x).last_sent = Some(self.departure(now, out));
-            return true;
-        }
-        false
     }
 
     /// Alg. 1: runs steps until none makes progress (bounded), then re-arms the timers.
@@ -881,132 +602,7 @@ impl Ftco {
             self.serve_until = Some(now.after(self.linger()));
             out.emit(Event::Completed);
         }
-        self.arm_timers(now, quiet, out);
-    }
-
-    fn arm_timers(&mut self, now: Time, quiet: bool, out: &mut Outbox) {
-        let ack = self
-            .peers
-            .values()
-            .filter(|p| p.outstanding())
-            .filter_map(|p| p.last_sent.map(|t| t.after(p.timeout)))
-            .min();
-        match ack {
-            Some(at) => self.timers.arm(TIMER_ACK, at, out),
-            None => self.timers.disarm(TIMER_ACK, out),
-        }
-        let probe = if quiet {
-            self.probe_candidates()
-                .into_iter()
-                .filter_map(|(x, eta)| match self.peers.get(&x) {
-                    None => Some(eta),
-                    Some(p) if p.outstanding() => None,
-                    Some(p) => Some(p.last_sent.map_or(eta, |t| eta.max(t.after(p.timeout)))),
-                })
-                .min()
-        } else {
-            // The step budget ran out: continue at once.
-            Some(now)
-        };
-        match probe {
-            Some(at) => self.timers.arm(TIMER_PROBE, at, out),
-            None => self.timers.disarm(TIMER_PROBE, out),
-        }
-    }
-
-    fn reject(&mut self, from: u32, what: &'static str, out: &mut Outbox) {
-        self.counters.frames_rejected += 1;
-        out.emit(Event::Rejected {
-            from: Rank(from),
-            error: FrameError::Unexpected { from, what },
-        });
-    }
-
-    /// Structural checks of a frame; the value shape is checked when the message is handled.
-    fn decode(&self, from: Rank, frame: &Frame<'_>) -> Result<Inbound, FrameError> {
-        let algo = self.config.collective.algo();
-        frame.check(algo, self.config.op_id)?;
-        let h = frame.header;
-        let kind =
-            FtcoKind::from_u8(h.kind).ok_or(FrameError::UnknownKind { algo, kind: h.kind })?;
-        let n = self.view.tree.size();
-        let bad = |what| FrameError::Unexpected { from: from.0, what };
-        if h.source != from.0 || from.0 >= n || from.0 == self.me {
-            return Err(bad("sender is not a peer in this group"));
-        }
-        let body = match kind {
-            FtcoKind::Data => {
-                if h.flags & !FLAG_RESULT != 0 {
-                    return Err(bad("unknown flags"));
-                }
-                let result = h.flags & FLAG_RESULT != 0;
-                let count = usize::try_from(h.aux).unwrap_or(usize::MAX);
-                if count == 0 || count > n as usize || (result && count != 1) {
-                    return Err(bad("bad piece count"));
-                }
-                let values = frame.values()?;
-                if values.dtype() == Dtype::RankIds || values.len() % count != 0 {
-                    return Err(bad("values do not split into the announced pieces"));
-                }
-                let len = values.len() / count;
-                let mut words = frame.trailer()?;
-                let mut pieces = Vec::with_capacity(count);
-                for i in 0..count {
-                    let (contributors, rest) = Contributors::decode(words, n)
-                        .map_err(|_| bad("malformed contributor set"))?;
-                    words = rest;
-                    pieces.push(Piece {
-                        contributors,
-                        value: slice_values(values, i * len, len),
-                    });
-                }
-                if !words.is_empty() {
-                    return Err(bad("trailing contributor words"));
-                }
-                Body::Data { result, pieces }
-            }
-            FtcoKind::KeepAlive | FtcoKind::Ack => {
-                if !frame.payload.is_empty() || !frame.trailer.is_empty() {
-                    return Err(bad("control message with a payload"));
-                }
-                match kind {
-                    FtcoKind::Ack => Body::Ack {
-                        seq: u32::try_from(h.aux).map_err(|_| bad("ACK sequence out of range"))?,
-                        provisional: h.flags & super::FLAG_PROVISIONAL != 0,
-                    },
-                    _ => Body::KeepAlive,
-                }
-            }
-        };
-        Ok(Inbound {
-            from: from.0,
-            seq: h.step,
-            body,
-        })
-    }
-
-    fn on_message(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
-        let inbound = self.decode(from, &frame).and_then(|m| {
-            if self.queue.len() >= self.config.max_queue {
-                Err(FrameError::Unexpected {
-                    from: from.0,
-                    what: "inbound queue full",
-                })
-            } else {
-                Ok(m)
-            }
-        });
-        match inbound {
-            Ok(message) => {
-                self.counters.messages_received += 1;
-                self.queue.push_back(message);
-                self.progress(now, out);
-            }
-            Err(error) => {
-                self.counters.frames_rejected += 1;
-                out.emit(Event::Rejected { from, error });
-            }
-        }
+        self.arm_timers(now, quiet);
     }
 }
 
@@ -1015,9 +611,13 @@ impl Protocol for Ftco {
         match input {
             Input::Start { data } => self.start(now, data, out),
             Input::Message { from, frame } => self.on_message(now, from, frame, out),
-            Input::Timer { timer } => {
-                if self.timers.take_expired(timer, now) && timer == TIMER_ACK {
-                    self.ack_timer_fired = true;
+            Input::Timeout => {
+                // One Alg. 1 pass serves every due timer; only the ACK timer lets deadlines be
+                // judged. The table holds two timers, and each is taken once.
+                while let Some(timer) = self.timers.take_due(now) {
+                    if timer == TIMER_ACK {
+                        self.ack_timer_fired = true;
+                    }
                 }
                 self.progress(now, out);
             }
@@ -1035,6 +635,10 @@ impl Protocol for Ftco {
             Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
             Input::Stop => self.abort(AbortReason::Stopped, out),
         }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.timers.next_deadline()
     }
 
     fn estimate(&self, dst: &mut Vec<f64>) {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::protocol::{Input, Outbox, Phase, Protocol, TimerId, TimerRequest};
+use crate::protocol::{Input, Outbox, Phase, Protocol};
 use crate::rank::Rank;
 use crate::time::Time;
 use crate::topology::{Tree, TreeShape};
@@ -23,9 +23,9 @@ enum Due {
         to: u32,
         bytes: Vec<u8>,
     },
+    /// A wakeup at a deadline `rank`'s `poll_timeout` showed.
     Timer {
         rank: u32,
-        timer: TimerId,
     },
     /// A failure notice reaching `rank` (real runs: the launcher's, never wrong).
     Notice {
@@ -57,9 +57,8 @@ struct Net {
     /// Ranks leave once finished and past `serve_until`, as the runtime lets them: later
     /// messages to them are lost.
     leaving: bool,
-    /// Timer expiries already queued, (rank, timer, time): like the runtime's timer table, a
-    /// repeated request for the same expiry is one expiry.
-    timers_due: std::collections::BTreeSet<(u32, TimerId, u64)>,
+    /// Wakeups already queued, (rank, time): one per deadline a rank's `poll_timeout` showed.
+    timers_due: std::collections::BTreeSet<(u32, u64)>,
 }
 
 impl Net {
@@ -134,13 +133,10 @@ impl Net {
             self.sent[bytes[4] as usize] += 1;
             self.schedule(now + LATENCY, Due::Deliver { from, to, bytes });
         }
-        let timers: Vec<TimerRequest> = self.out.timers().to_vec();
-        for request in timers {
-            if let TimerRequest::Set { timer, at } = request {
-                let at = at.0.max(now);
-                if self.timers_due.insert((from, timer, at)) {
-                    self.schedule(at, Due::Timer { rank: from, timer });
-                }
+        if let Some(at) = self.ranks[from as usize].poll_timeout() {
+            let at = at.0.max(now);
+            if self.timers_due.insert((from, at)) {
+                self.schedule(at, Due::Timer { rank: from });
             }
         }
         for event in self.out.events() {
@@ -195,12 +191,15 @@ impl Net {
                     }
                     self.deliver(from, to, &bytes, now);
                 }
-                Due::Timer { rank, timer } => {
-                    self.timers_due.remove(&(rank, timer, now));
-                    if !self.alive(rank, now) {
+                Due::Timer { rank } => {
+                    self.timers_due.remove(&(rank, now));
+                    let due = self.ranks[rank as usize]
+                        .poll_timeout()
+                        .is_some_and(|t| t.0 <= now);
+                    if !due || !self.alive(rank, now) {
                         continue;
                     }
-                    let input = Input::Timer { timer };
+                    let input = Input::Timeout;
                     self.ranks[rank as usize].handle(Time(now), input, &mut self.out);
                     self.flush(rank, now);
                 }

@@ -294,7 +294,7 @@ impl<T: Real> Gossip<T> {
         Ok(())
     }
 
-    fn start(&mut self, now: Time, data: &[f64], out: &mut Outbox) {
+    fn start(&mut self, now: Time, data: &[f64]) {
         if self.phase != Phase::Idle {
             return;
         }
@@ -313,7 +313,7 @@ impl<T: Real> Gossip<T> {
             Schedule::Async { period } => now.0 + 1 + self.rng.below(period.0.max(1)),
             schedule => now.0.div_ceil(schedule.period().0) * schedule.period().0,
         };
-        self.timers.arm(TICK, Time(first), out);
+        self.timers.arm(TICK, Time(first));
     }
 
     pub(super) fn next_tick(&mut self, now: Time) -> Time {
@@ -366,10 +366,8 @@ impl<T: Real> Gossip<T> {
             .find(|peer| self.choosable(*peer))
     }
 
+    /// The push timer fired.
     fn on_tick(&mut self, now: Time, out: &mut Outbox) {
-        if !self.timers.take_expired(TICK, now) {
-            return;
-        }
         if self.phase == Phase::Done && self.helping {
             self.help_tick(now, out);
             return;
@@ -392,7 +390,7 @@ impl<T: Real> Gossip<T> {
             self.complete(now, out);
         } else {
             let at = self.next_tick(now);
-            self.timers.arm(TICK, at, out);
+            self.timers.arm(TICK, at);
         }
     }
 
@@ -425,7 +423,7 @@ impl<T: Real> Gossip<T> {
             self.estimate(&mut result);
             self.result = result;
             self.phase = Phase::Done;
-            self.timers.disarm(TICK, out);
+            self.timers.disarm(TICK);
             out.emit(Event::Completed);
         }
     }
@@ -544,7 +542,7 @@ impl<T: Real> Gossip<T> {
         Ok(values)
     }
 
-    fn on_peer_lost(&mut self, now: Time, peer: Rank, crashed: bool, out: &mut Outbox) {
+    fn on_peer_lost(&mut self, now: Time, peer: Rank, crashed: bool) {
         if peer == self.config.rank || peer.0 >= self.config.size() || !self.exclude(peer) {
             return;
         }
@@ -563,7 +561,7 @@ impl<T: Real> Gossip<T> {
         // notice is news like an unsettled push, also at ranks far from the lost peer whose
         // estimates the change has not reached yet.
         self.stop.unsettle();
-        self.help(now, out);
+        self.help(now);
     }
 
     fn on_fault(&mut self, fault: LocalFault, out: &mut Outbox) {
@@ -621,13 +619,17 @@ impl<T: Real> Protocol for Gossip<T> {
                     crate::values::ValuesRef::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
                     _ => Vec::new(),
                 };
-                self.start(now, &values, out);
+                self.start(now, &values);
             }
             Input::Message { from, frame } => self.on_message(now, from, frame, out),
-            Input::Timer { timer } if timer == TICK => self.on_tick(now, out),
-            Input::Timer { .. } => {}
-            Input::PeerFailed { peer } => self.on_peer_lost(now, peer, true, out),
-            Input::LinkFailed { peer } => self.on_peer_lost(now, peer, false, out),
+            // TICK is the only timer, and it re-arms later than `now`: one take suffices.
+            Input::Timeout => {
+                if self.timers.take_due(now) == Some(TICK) {
+                    self.on_tick(now, out);
+                }
+            }
+            Input::PeerFailed { peer } => self.on_peer_lost(now, peer, true),
+            Input::LinkFailed { peer } => self.on_peer_lost(now, peer, false),
             Input::Fault(fault) => self.on_fault(fault, out),
             Input::Stop => match self.phase {
                 Phase::Running => self.complete(now, out),
@@ -638,6 +640,10 @@ impl<T: Real> Protocol for Gossip<T> {
                 Phase::Done | Phase::Aborted => {}
             },
         }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.timers.next_deadline()
     }
 
     fn estimate(&self, dst: &mut Vec<f64>) {

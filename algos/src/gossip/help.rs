@@ -18,14 +18,14 @@ use super::real::Real;
 
 impl<T: Real> Gossip<T> {
     /// A failure notice reached this rank: if it finished, it starts helping.
-    pub(super) fn help(&mut self, now: Time, out: &mut Outbox) {
+    pub(super) fn help(&mut self, now: Time) {
         if self.phase != Phase::Done || self.config.stop.is_none() {
             return;
         }
         if !self.helping && self.iteration < self.config.max_iterations {
             self.helping = true;
             let at = self.next_tick(now);
-            self.timers.arm(TICK, at, out);
+            self.timers.arm(TICK, at);
         }
     }
 
@@ -33,24 +33,24 @@ impl<T: Real> Gossip<T> {
     pub(super) fn help_tick(&mut self, now: Time, out: &mut Outbox) {
         let partner = self.partner(now);
         if partner.is_none() && !self.config.schedule.is_permutation() {
-            self.stop_helping(now, out);
+            self.stop_helping(now);
             return;
         }
         self.starting_exchange = true;
         let enough = self.scheduled_push(partner, out);
         self.starting_exchange = false;
         if enough {
-            self.stop_helping(now, out);
+            self.stop_helping(now);
         } else {
             let at = self.next_tick(now);
-            self.timers.arm(TICK, at, out);
+            self.timers.arm(TICK, at);
         }
     }
 
-    fn stop_helping(&mut self, now: Time, out: &mut Outbox) {
+    fn stop_helping(&mut self, now: Time) {
         self.helping = false;
         // Reachable for the linger time from now, for ranks still running.
         self.done_at = Some(now);
-        self.timers.disarm(TICK, out);
+        self.timers.disarm(TICK);
     }
 }

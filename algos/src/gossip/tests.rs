@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::protocol::{Input, LocalFault, Outbox, Phase, Protocol, StateVar, TimerRequest};
+use crate::protocol::{Input, LocalFault, Outbox, Phase, Protocol, StateVar};
 use crate::rank::Rank;
 use crate::time::{Duration, Time};
 use crate::topology::Topology;
@@ -21,11 +21,8 @@ enum Ev {
         words: Vec<u64>,
         len: usize,
     },
-    Timer {
-        rank: u32,
-        kind: u8,
-        index: u32,
-    },
+    /// A wakeup at a deadline the rank's `poll_timeout` showed.
+    Timer { rank: u32 },
 }
 
 /// A network of gossip ranks.
@@ -93,6 +90,11 @@ impl<T: Real> Net<T> {
 
     fn input(&mut self, rank: u32, now: u64, input: Input<'_>) {
         let mut out = Outbox::new();
+        // A wakeup consumed the deadline it was queued for.
+        let before = match input {
+            Input::Timeout => None,
+            _ => self.ranks[rank as usize].poll_timeout(),
+        };
         self.ranks[rank as usize].handle(Time(now), input, &mut out);
         for i in 0..out.send_count() {
             let Some((to, words, len)) = out.send_words_at(i) else {
@@ -120,15 +122,9 @@ impl<T: Real> Net<T> {
             };
             self.push(now + self.latency, ev);
         }
-        for request in out.timers() {
-            if let TimerRequest::Set { timer, at } = *request {
-                let ev = Ev::Timer {
-                    rank,
-                    kind: timer.kind,
-                    index: timer.index,
-                };
-                self.push(at.0.max(now), ev);
-            }
+        let after = self.ranks[rank as usize].poll_timeout();
+        if let Some(at) = after.filter(|_| after != before) {
+            self.push(at.0.max(now), Ev::Timer { rank });
         }
     }
 
@@ -159,9 +155,14 @@ impl<T: Real> Net<T> {
                         },
                     );
                 }
-                Ev::Timer { rank, kind, index } => {
-                    let timer = crate::protocol::TimerId { kind, index };
-                    self.input(rank, at, Input::Timer { timer });
+                Ev::Timer { rank } => {
+                    // Skipped when stale: re-armed or disarmed since it was queued.
+                    if self.ranks[rank as usize]
+                        .poll_timeout()
+                        .is_some_and(|t| t.0 <= at)
+                    {
+                        self.input(rank, at, Input::Timeout);
+                    }
                 }
             }
             check(self);

@@ -25,7 +25,7 @@
 use std::ops::Range;
 
 use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions, ServiceDistance};
-use ftcoll_algos::protocol::{Input, Outbox, Phase, Protocol, RankStatus};
+use ftcoll_algos::protocol::{Input, Outbox, Phase, Protocol, Wrapper};
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::topology::{Tree, TreeShape};
 use ftcoll_algos::values::Values;
@@ -67,8 +67,18 @@ impl WatchedFtco {
     }
 }
 
-impl Protocol for WatchedFtco {
-    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+impl Wrapper for WatchedFtco {
+    type Inner = CountDeliveries<Ftco>;
+
+    fn inner(&self) -> &CountDeliveries<Ftco> {
+        &self.rank
+    }
+
+    fn inner_mut(&mut self) -> &mut CountDeliveries<Ftco> {
+        &mut self.rank
+    }
+
+    fn wrap_handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
         let before = out.send_count();
         self.rank.handle(now, input, out);
         let sent = out.send_count().saturating_sub(before);
@@ -81,26 +91,6 @@ impl Protocol for WatchedFtco {
         if self.result_at.is_none() && self.ftco().result().is_some() {
             self.result_at = Some(now);
         }
-    }
-
-    fn estimate(&self, dst: &mut Vec<f64>) {
-        self.rank.estimate(dst);
-    }
-
-    fn phase(&self) -> Phase {
-        self.rank.phase()
-    }
-
-    fn has_result(&self) -> bool {
-        self.rank.has_result()
-    }
-
-    fn settled(&self) -> bool {
-        self.rank.settled()
-    }
-
-    fn status(&self) -> RankStatus {
-        self.rank.status()
     }
 }
 

@@ -5,7 +5,7 @@ pub mod corrected;
 pub mod era;
 pub mod ftco;
 
-use ftcoll_algos::protocol::{Event, Input, Outbox, Phase, Protocol, RankStatus};
+use ftcoll_algos::protocol::{Event, Input, Outbox, Protocol, Wrapper};
 use ftcoll_algos::Time;
 
 /// A protocol wrapper that counts how often the inner protocol reported completion, so that
@@ -28,8 +28,18 @@ impl<P> CountDeliveries<P> {
     }
 }
 
-impl<P: Protocol> Protocol for CountDeliveries<P> {
-    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+impl<P: Protocol> Wrapper for CountDeliveries<P> {
+    type Inner = P;
+
+    fn inner(&self) -> &P {
+        &self.inner
+    }
+
+    fn inner_mut(&mut self) -> &mut P {
+        &mut self.inner
+    }
+
+    fn wrap_handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
         let before = out.events().len();
         self.inner.handle(now, input, out);
         let completed = out.events()[before..]
@@ -37,25 +47,5 @@ impl<P: Protocol> Protocol for CountDeliveries<P> {
             .filter(|e| matches!(e, Event::Completed))
             .count();
         self.deliveries += completed as u32;
-    }
-
-    fn estimate(&self, dst: &mut Vec<f64>) {
-        self.inner.estimate(dst);
-    }
-
-    fn phase(&self) -> Phase {
-        self.inner.phase()
-    }
-
-    fn has_result(&self) -> bool {
-        self.inner.has_result()
-    }
-
-    fn settled(&self) -> bool {
-        self.inner.settled()
-    }
-
-    fn status(&self) -> RankStatus {
-        self.inner.status()
     }
 }

@@ -1,24 +1,20 @@
 //! The simulator's main loop.
 
+mod faults;
+mod report;
+
 use std::collections::BTreeSet;
 
-use ftcoll_algos::protocol::{
-    Event, Input, LocalFault, Outbox, Phase, Protocol, StateVar, TimerId, TimerRequest,
-};
+use ftcoll_algos::protocol::{Event, Input, Outbox, Protocol};
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::wire::Frame;
 use ftcoll_algos::{Rank, ReduceOp, Time, ValuesRef};
 
-use super::oracle::max_relative_error;
 use super::oracle_watch::AllLiveOracle;
 use super::plan::{CompiledPlan, MessageFlip, TimedFault};
 use super::queue::{EventClass, EventQueue};
 use super::trace::TraceHash;
-use super::{
-    exact_aggregate, CrashCause, CrashRecord, DetectorModel, OracleWatch, SimConfig, SimError,
-    SimReport,
-};
-use crate::faults::{FlipTarget, MessageSelector};
+use super::{exact_aggregate, CrashCause, OracleWatch, SimConfig, SimError, SimReport};
 
 /// A simulator event.
 #[derive(Clone, Copy, Debug)]
@@ -29,9 +25,10 @@ enum SimEvent {
         from: u32,
         slot: u32,
     },
+    /// A rank's `poll_timeout` showed this time when the wakeup was queued; stale if it no
+    /// longer shows a deadline at or before it.
     Timer {
         rank: u32,
-        timer: TimerId,
     },
     Notice {
         to: u32,
@@ -137,12 +134,6 @@ pub struct Simulation<P: Protocol> {
     /// Frames (sender, message slot) that arrived at a rank before its start and wait for it
     /// (004 App. B); only ranks with held frames have an entry.
     held: std::collections::BTreeMap<u32, Vec<(u32, u32)>>,
-    /// Timer events in the queue as (rank, deadline, kind, index). A request for a timer that
-    /// is already pending at the same deadline is not queued again (the real executor keeps
-    /// its timers in a set the same way): protocols re-arm their timers on every input, and
-    /// each duplicate would fire and re-arm in turn, so waits as long as 004's process
-    /// imbalance multiplied timer events without bound.
-    pending_timers: BTreeSet<(u32, u64, u8, u32)>,
     /// The all-live-ranks oracle, when the run has one.
     all_live: Option<AllLiveOracle>,
     /// Most rounds any rank completed so far.
@@ -228,7 +219,6 @@ impl<P: Protocol> Simulation<P> {
             stop_requested: false,
             expected_is_aggregate: true,
             held: std::collections::BTreeMap::new(),
-            pending_timers: BTreeSet::new(),
             all_live,
             max_round_seen: 0,
             next_sample: 0,
@@ -370,6 +360,7 @@ impl<P: Protocol> Simulation<P> {
                     let len = self.input_len;
                     let r = rank as usize;
                     let data = &self.inputs[r * len..(r + 1) * len];
+                    let armed = self.ranks[r].poll_timeout();
                     self.ranks[r].handle(
                         now,
                         Input::Start {
@@ -377,7 +368,7 @@ impl<P: Protocol> Simulation<P> {
                         },
                         &mut self.outbox,
                     );
-                    self.after_handle(rank, now);
+                    self.after_handle(rank, now, armed);
                     // What arrived before the start is read from the queue now, one frame per
                     // receive overhead, as if it arrived at this instant.
                     for (from, slot) in self.held.remove(&rank).unwrap_or_default() {
@@ -391,14 +382,17 @@ impl<P: Protocol> Simulation<P> {
                 }
             }
             SimEvent::Deliver { to, from, slot } => self.deliver(at, class, to, from, slot),
-            SimEvent::Timer { rank, timer } => {
-                self.pending_timers
-                    .remove(&(rank, at.0, timer.kind, timer.index));
+            SimEvent::Timer { rank } => {
+                // Re-armed later or disarmed since: the current deadline has its own wakeup.
+                let due = self.ranks[rank as usize]
+                    .poll_timeout()
+                    .is_some_and(|deadline| deadline <= at);
+                if !due {
+                    return;
+                }
                 if let Some(now) = self.acquire_cpu(rank, at, class, event, 0) {
-                    self.trace
-                        .mix(0x7133 ^ u64::from(rank) ^ u64::from(timer.index) << 32);
-                    self.ranks[rank as usize].handle(now, Input::Timer { timer }, &mut self.outbox);
-                    self.after_handle(rank, now);
+                    self.trace.mix(0x7133 ^ u64::from(rank));
+                    self.handle_input(rank, now, Input::Timeout);
                 }
             }
             SimEvent::Notice { to, failed } => {
@@ -406,9 +400,7 @@ impl<P: Protocol> Simulation<P> {
                     self.report.notices += 1;
                     self.trace
                         .mix(0x0071 ^ u64::from(to) ^ u64::from(failed) << 32);
-                    let input = Input::PeerFailed { peer: Rank(failed) };
-                    self.ranks[to as usize].handle(now, input, &mut self.outbox);
-                    self.after_handle(to, now);
+                    self.handle_input(to, now, Input::PeerFailed { peer: Rank(failed) });
                 }
             }
             SimEvent::LinkNotice { to, peer } => {
@@ -416,9 +408,7 @@ impl<P: Protocol> Simulation<P> {
                     self.report.notices += 1;
                     self.trace
                         .mix(0x11AC ^ u64::from(to) ^ u64::from(peer) << 32);
-                    let input = Input::LinkFailed { peer: Rank(peer) };
-                    self.ranks[to as usize].handle(now, input, &mut self.outbox);
-                    self.after_handle(to, now);
+                    self.handle_input(to, now, Input::LinkFailed { peer: Rank(peer) });
                 }
             }
             SimEvent::Fault(fault) => self.strike(at, fault),
@@ -493,10 +483,12 @@ impl<P: Protocol> Simulation<P> {
                 } else {
                     self.messages.give_back(slot_id, buffer);
                 }
-                self.after_handle(to, now);
+                let armed = self.ranks[to as usize].poll_timeout();
+                self.after_handle(to, now, armed);
                 return;
             }
         }
+        let armed = self.ranks[to as usize].poll_timeout();
         match Frame::decode(bytes) {
             Ok(frame) => {
                 self.report.delivered += 1;
@@ -509,7 +501,7 @@ impl<P: Protocol> Simulation<P> {
             Err(_) => self.report.rejected += 1,
         }
         self.messages.give_back(slot_id, buffer);
-        self.after_handle(to, now);
+        self.after_handle(to, now, armed);
     }
 
     /// 004 App. B in the simulator: a rank that has not started yet answers FTCO DATA and
@@ -533,8 +525,23 @@ impl<P: Protocol> Simulation<P> {
         Some(true)
     }
 
-    /// Carries out what a rank's outbox asks for, and clears it.
-    fn after_handle(&mut self, rank: u32, now: Time) {
+    /// Hands `input` to `rank` at `now` and carries out what it asks for.
+    fn handle_input(&mut self, rank: u32, now: Time, input: Input<'_>) {
+        let r = rank as usize;
+        // A wakeup uses up the one queued for the deadline it serves.
+        let armed = match input {
+            Input::Timeout => None,
+            _ => self.ranks[r].poll_timeout(),
+        };
+        self.ranks[r].handle(now, input, &mut self.outbox);
+        self.after_handle(rank, now, armed);
+    }
+
+    /// Carries out what a rank's outbox asks for, and clears it; queues a wakeup if the rank's
+    /// `poll_timeout` differs from `armed`, its value before the input, which (by induction)
+    /// already has a wakeup queued. One queue entry per new deadline keeps 2^20 ranks cheap;
+    /// wakeups made stale by a later re-arm are skipped when they come up.
+    fn after_handle(&mut self, rank: u32, now: Time, armed: Option<Time>) {
         // Taken out for the duration so that sends can borrow it while the simulator mutates
         // itself; put back (with its capacity) at the end.
         let mut outbox = std::mem::take(&mut self.outbox);
@@ -553,17 +560,11 @@ impl<P: Protocol> Simulation<P> {
                 _ => {}
             }
         }
-        for &request in outbox.timers() {
-            if let TimerRequest::Set { timer, at } = request {
-                let at = at.max(now);
-                if self
-                    .pending_timers
-                    .insert((rank, at.0, timer.kind, timer.index))
-                {
-                    self.queue
-                        .push(at, EventClass::Timer, SimEvent::Timer { rank, timer });
-                }
-            }
+        let deadline = self.ranks[rank as usize].poll_timeout();
+        if let Some(at) = deadline.filter(|_| deadline != armed) {
+            let at = at.max(now);
+            self.queue
+                .push(at, EventClass::Timer, SimEvent::Timer { rank });
         }
         let cost = self.config.cost;
         let slow = u64::from(self.slots[rank as usize].slow);
@@ -618,325 +619,5 @@ impl<P: Protocol> Simulation<P> {
                 );
             }
         }
-    }
-
-    /// Re-evaluates `rank` for the all-live oracle, and stops the run once every live rank is
-    /// accurate.
-    fn update_all_live(&mut self, rank: u32) {
-        let Some(oracle) = self.all_live.as_mut() else {
-            return;
-        };
-        self.ranks[rank as usize].estimate(&mut self.scratch);
-        oracle.update(
-            rank as usize,
-            max_relative_error(&self.scratch, &self.exact),
-        );
-        if oracle.satisfied() && self.report.oracle_stop_round.is_none() {
-            self.report.oracle_stop_round = Some(self.max_round_seen);
-            self.stop_requested = true;
-        }
-    }
-
-    /// The all-live oracle after a crash: the rank no longer counts, and the target becomes the
-    /// survivors' aggregate, against which every live rank is re-evaluated.
-    fn crash_for_oracle(&mut self, rank: u32) {
-        let Some(oracle) = self.all_live.as_mut() else {
-            return;
-        };
-        oracle.remove(rank as usize);
-        if self.expected_is_aggregate {
-            let slots = &self.slots;
-            self.exact = exact_aggregate(self.op, &self.inputs, self.input_len, |r| slots[r].alive);
-        }
-        for r in 0..self.report.n {
-            if self.slots[r as usize].alive {
-                self.update_all_live(r);
-            }
-        }
-    }
-
-    /// Samples the live ranks' max and median error every `history_every` steps.
-    fn sample_history(&mut self, at: Time) {
-        let (Some(every), Some(oracle)) = (self.config.history_every, self.all_live.as_ref())
-        else {
-            return;
-        };
-        while self.next_sample <= at.0 {
-            self.report
-                .history
-                .push((self.next_sample, oracle.worst(), oracle.median()));
-            self.next_sample += every.max(1);
-        }
-    }
-
-    /// `flip-rate`: after each of the `sent` messages, with the rank's rate, one random bit of
-    /// one of its flows flips (the protocol picks the flow from the drawn numbers).
-    fn corrupt_at_rate(&mut self, rank: u32, now: Time, sent: usize) {
-        let rate = self.plan.flip_rate(rank);
-        if rate <= 0.0 {
-            return;
-        }
-        for _ in 0..sent {
-            if !self.rng.chance(rate) {
-                continue;
-            }
-            let var = StateVar::AnyFlow {
-                pick: self.rng.next_u64() as u32,
-                elem: self.rng.next_u64() as u32,
-            };
-            let fault = LocalFault::FlipBit {
-                var,
-                bit: self.rng.below(64) as u32,
-            };
-            self.ranks[rank as usize].handle(now, Input::Fault(fault), &mut self.outbox);
-            // The protocol reacts to a flip only at its next step; what it reports now is the
-            // flip itself.
-            for event in self.outbox.events() {
-                if matches!(event, Event::FaultApplied(_)) {
-                    self.report.state_flips += 1;
-                }
-            }
-            self.outbox.clear();
-        }
-    }
-
-    fn take_message_flip(&mut self, rank: u32, departure: Time) -> Option<MessageFlip> {
-        let sent = self.sent_by_flipped.get_mut(&rank)?;
-        let index = *sent;
-        *sent += 1;
-        let flips = self.plan.message_flips.get_mut(&rank)?;
-        let pos = flips.iter().position(|f| match f.which {
-            MessageSelector::Nth(nth) => nth == index,
-            MessageSelector::AtOrAfter(at) => at.steps().is_ok_and(|t| departure.0 >= t),
-        })?;
-        Some(flips.remove(pos))
-    }
-
-    fn apply_message_flip(&mut self, slot: u32, target: FlipTarget) {
-        let applied = target.apply(self.messages.bytes_mut(slot));
-        if applied {
-            self.report.message_flips += 1;
-        }
-    }
-
-    fn strike(&mut self, at: Time, fault: TimedFault) {
-        self.trace.mix(0xFA17 ^ at.0);
-        match fault {
-            TimedFault::Crash(rank) => {
-                if self.slots[rank.index()].alive {
-                    self.crash(rank.0, at, CrashCause::Scripted);
-                    self.schedule_detection(rank.0, at);
-                }
-            }
-            TimedFault::FlipState(rank, fault) => {
-                let slot = self.slots[rank.index()];
-                if slot.alive && !slot.stopped {
-                    self.ranks[rank.index()].handle(at, Input::Fault(fault), &mut self.outbox);
-                    self.after_handle(rank.0, at);
-                }
-            }
-            TimedFault::Cut(a, b) => {
-                self.cut.insert((a.0.min(b.0), a.0.max(b.0)));
-                self.report_link_failure(a.0, b.0, at);
-            }
-            TimedFault::Slow(rank, factor) => {
-                self.slots[rank.index()].slow = factor.max(1);
-                if let DetectorModel::Timeout {
-                    period_steps,
-                    timeout_steps,
-                } = self.config.detector
-                {
-                    // A rank too slow to beat within the timeout looks hung to the detector.
-                    if period_steps.saturating_mul(u64::from(factor)) > timeout_steps {
-                        self.queue.push(
-                            at.after(ftcoll_algos::Duration(timeout_steps)),
-                            EventClass::Fault,
-                            SimEvent::Suspect(rank.0),
-                        );
-                    }
-                }
-            }
-            TimedFault::Stop(rank) => {
-                let slot = &mut self.slots[rank.index()];
-                if slot.alive && !slot.stopped {
-                    slot.stopped = true;
-                    self.schedule_detection(rank.0, at);
-                }
-            }
-        }
-    }
-
-    /// Tells both ends of a failed link, after the detector's delay (a transport sees a broken
-    /// connection as a node's heartbeats stopping); no one is told under the silent detector.
-    fn report_link_failure(&mut self, a: u32, b: u32, at: Time) {
-        let delay = match self.config.detector {
-            DetectorModel::Perfect { delay_steps } => delay_steps,
-            DetectorModel::Timeout { timeout_steps, .. } => timeout_steps,
-            DetectorModel::Silent => return,
-        };
-        let when = at.after(ftcoll_algos::Duration(delay));
-        for (to, peer) in [(a, b), (b, a)] {
-            self.queue
-                .push(when, EventClass::Notice, SimEvent::LinkNotice { to, peer });
-        }
-    }
-
-    fn crash(&mut self, rank: u32, at: Time, cause: CrashCause) {
-        self.slots[rank as usize].alive = false;
-        self.crash_for_oracle(rank);
-        self.trace.mix(0xDEAD ^ u64::from(rank) ^ at.0 << 32);
-        self.report.crashes.push(CrashRecord {
-            rank: Rank(rank),
-            at,
-            cause,
-            noticed_at: None,
-        });
-    }
-
-    /// Arranges for the detector to notice that `rank` went silent at `at`.
-    fn schedule_detection(&mut self, rank: u32, at: Time) {
-        match self.config.detector {
-            DetectorModel::Perfect { delay_steps } => {
-                // A stopped process is alive: a perfect detector of crashes never reports it.
-                if !self.slots[rank as usize].alive {
-                    let when = at.after(ftcoll_algos::Duration(delay_steps));
-                    self.queue
-                        .push(when, EventClass::Fault, SimEvent::Suspect(rank));
-                }
-            }
-            DetectorModel::Timeout {
-                period_steps,
-                timeout_steps,
-            } => {
-                // The last heartbeat went out up to one period before the silence began.
-                let jitter = if period_steps > 0 {
-                    self.rng.below(period_steps)
-                } else {
-                    0
-                };
-                let when = Time((at.0 + timeout_steps).saturating_sub(jitter).max(at.0));
-                self.queue
-                    .push(when, EventClass::Fault, SimEvent::Suspect(rank));
-            }
-            DetectorModel::Silent => {}
-        }
-    }
-
-    fn notify_survivors(&mut self, failed: u32, at: Time) {
-        if let Some(record) = self
-            .report
-            .crashes
-            .iter_mut()
-            .rev()
-            .find(|c| c.rank.0 == failed)
-        {
-            if record.noticed_at.is_some() {
-                return;
-            }
-            record.noticed_at = Some(at);
-        }
-        for to in 0..self.report.n {
-            if to != failed && self.slots[to as usize].alive {
-                self.queue
-                    .push(at, EventClass::Notice, SimEvent::Notice { to, failed });
-            }
-        }
-    }
-
-    fn check_oracle(&mut self, rank: u32, round: u32) {
-        let Some(stop) = self.config.oracle_stop else {
-            return;
-        };
-        if let Some(max_round) = stop.max_round {
-            if round + 1 >= max_round && self.report.oracle_stop_round.is_none() {
-                self.report.stopped_by_budget = true;
-                self.report.oracle_stop_round = Some(round + 1);
-                self.stop_requested = true;
-                return;
-            }
-        }
-        if stop.watch != OracleWatch::Rank(Rank(rank)) || self.report.oracle_stop_round.is_some() {
-            return;
-        }
-        self.ranks[rank as usize].estimate(&mut self.scratch);
-        if max_relative_error(&self.scratch, &self.exact) <= stop.eps {
-            self.report.oracle_stop_round = Some(round + 1);
-            self.stop_requested = true;
-        }
-    }
-
-    fn stop_all(&mut self, at: Time) {
-        self.report.completion_steps = self.report.completion_steps.max(at.0);
-        for rank in 0..self.report.n {
-            let slot = self.slots[rank as usize];
-            if slot.alive && !slot.stopped {
-                self.ranks[rank as usize].handle(at, Input::Stop, &mut self.outbox);
-                // Whatever a stopped rank still wants to send is moot: the run is over.
-                self.outbox.clear();
-            }
-        }
-    }
-
-    fn finish(&mut self) {
-        let mut worst: f64 = 0.0;
-        let mut any = false;
-        for (r, rank) in self.ranks.iter().enumerate() {
-            let status = rank.status();
-            self.report.rounds = self.report.rounds.max(status.iteration);
-            match rank.phase() {
-                Phase::Aborted => self.report.aborted += 1,
-                _ if !self.slots[r].alive => {}
-                Phase::Done => {
-                    self.report.completed += 1;
-                    if rank.has_result() {
-                        rank.estimate(&mut self.scratch);
-                        worst = worst.max(max_relative_error(&self.scratch, &self.exact));
-                        any = true;
-                    }
-                }
-                Phase::Idle | Phase::Running => self.report.incomplete += 1,
-            }
-        }
-        self.report.max_rel_error = if any { worst } else { f64::INFINITY };
-        self.report.admissible_error = self.admissible_error();
-        self.report.trace_hash = self.trace.value();
-    }
-
-    /// The error against the nearest admissible aggregate: survivors plus a subset of the crashed.
-    fn admissible_error(&mut self) -> Option<f64> {
-        let mut crashed: Vec<u32> = self.report.crashes.iter().map(|c| c.rank.0).collect();
-        crashed.sort_unstable();
-        crashed.dedup();
-        if !self.expected_is_aggregate
-            || crashed.is_empty()
-            || crashed.len() > super::MAX_ADMISSIBLE_CRASHES
-        {
-            return None;
-        }
-        let mut results = Vec::new();
-        for (r, rank) in self.ranks.iter().enumerate() {
-            if self.slots[r].alive && rank.phase() == Phase::Done && rank.has_result() {
-                let mut result = Vec::new();
-                rank.estimate(&mut result);
-                results.push(result);
-            }
-        }
-        if results.is_empty() {
-            return None;
-        }
-        let mut best = f64::INFINITY;
-        for subset in 0u32..1 << crashed.len() {
-            let included = |r: usize| match crashed.binary_search(&(r as u32)) {
-                Ok(i) => subset & (1 << i) != 0,
-                Err(_) => true,
-            };
-            let expected = exact_aggregate(self.op, &self.inputs, self.input_len, included);
-            let worst = results
-                .iter()
-                .map(|result| max_relative_error(result, &expected))
-                .fold(0.0, f64::max);
-            best = best.min(worst);
-        }
-        Some(best)
     }
 }
