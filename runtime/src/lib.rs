@@ -12,7 +12,7 @@
 //! - [`comm`]: the library API, `Communicator`; [`ftco_call`] and [`gossip_call`] add FTCO and
 //!   gossip collectives to it, and [`progress`] answers agreements while the application
 //!   computes.
-//! - [`env`]: what a rank reads from its environment.
+//! - [`env`](mod@env): what a rank reads from its environment.
 
 pub mod check;
 pub mod comm;
