@@ -1,7 +1,9 @@
-//! Every environment variable ftcoll reads, in one place.
+//! The environment of a rank: the variables the launcher sets for each rank it starts, which
+//! user programs read through `Communicator::from_env`.
 //!
-//! The launcher sets these for each rank it starts; user programs read them through
-//! `Communicator::from_env`.
+//! This table covers what [`RankEnv`] and the `Communicator` read. The complete list of the
+//! variables ftcoll reads (the launcher's, the node agent's, the tests') is
+//! `docs/environment.md`, which `tests/tests/env_documented.rs` checks against the code.
 //!
 //! | variable | meaning |
 //! |---|---|
@@ -20,6 +22,7 @@
 //! | `FTCOLL_TELEMETRY_MS` | status-sample period for the console, in ms (unset or 0: no samples) |
 //! | `FTCOLL_SPIN_US` | busy-wait budget before a waiting rank sleeps, in µs |
 //! | `FTCOLL_FAULTS` | scripted faults of the job, hex of their binary form ([`encode_faults`]) |
+//! | `FTCOLL_ERA_TREE` | the agreement tree of `agree` and `shrink` (`bin`, `star`, `string`, `X/Y`; default `bin`) |
 //! | `FTCOLL_OP_TIMEOUT_MS` | a rank's time limit for one collective, in ms (default 600 000) |
 //! | `FTCOLL_BIND` | `core`: pin each rank to the (`rank` mod k)-th of the k cores it may run on (the launcher sets it unless it is set; `none` keeps ranks free) |
 //! | `FTCOLL_SHM_LANE_BYTES` | (launcher) ring bytes per shared-memory lane (a power of two, at least 256) |

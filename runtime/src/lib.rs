@@ -1,9 +1,18 @@
-//! ftcoll execution: the deterministic simulator now; real transports, the executor and the
-//! library API arrive with the runtime work item.
+//! ftcoll execution: the deterministic simulator, real transports, the executor and the library
+//! API.
 //!
 //! - [`sim`]: all ranks in one process, virtual time, LogP costs, seeded faults and an oracle.
-//! - [`faults`]: the fault vocabulary shared by the simulator, `--fault` and the console.
+//! - [`check`]: semantics checkers that run a protocol under random fault schedules.
+//! - [`faults`]: the fault vocabulary shared by the simulator, `--fault` and the console;
+//!   [`rank_faults`]: the faults a real rank applies to itself.
 //! - [`job`]: the algorithm table and the entry point that runs a job in the simulator.
+//! - [`transport`]: shared memory, TCP, and UCX and libfabric behind cargo features.
+//! - [`control`]: the control plane between ranks and the launcher.
+//! - [`exec`]: the executor that drives a protocol over a transport with a real clock.
+//! - [`comm`]: the library API, `Communicator`; [`ftco_call`] and [`gossip_call`] add FTCO and
+//!   gossip collectives to it, and [`progress`] answers agreements while the application
+//!   computes.
+//! - [`env`](mod@env): what a rank reads from its environment.
 
 pub mod check;
 pub mod comm;
