@@ -371,7 +371,7 @@ fn median_latency(runs: &[Latency]) -> Latency {
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let sizes = parse_sizes(&args.sizes, 2)?;
     let topology =
-        EraTopology::parse(&args.era_tree, args.ranks_per_node).map_err(anyhow::Error::msg)?;
+        EraTopology::from_name(&args.era_tree, args.ranks_per_node).map_err(anyhow::Error::msg)?;
     let roles = roles(topology, args.failure_n, args.ranks_per_node)?;
     if args.repeat == 0 || args.iters == 0 || args.warmup == 0 {
         bail!("bench era needs --repeat, --iters and --warmup of at least 1");
@@ -492,7 +492,7 @@ mod tests {
 
     #[test]
     fn roles_follow_the_hierarchical_tree() {
-        let topology = EraTopology::parse("bin/bin", 4).unwrap();
+        let topology = EraTopology::from_name("bin/bin", 4).unwrap();
         let roles = roles(topology, 16, 4).unwrap();
         let victims: Vec<Vec<u32>> = roles.iter().map(|r| r.victims.clone()).collect();
         assert_eq!(
@@ -503,9 +503,9 @@ mod tests {
 
     #[test]
     fn roles_need_two_nodes() {
-        let topology = EraTopology::parse("bin/bin", 8).unwrap();
+        let topology = EraTopology::from_name("bin/bin", 8).unwrap();
         assert!(roles(topology, 12, 8).is_err());
-        let topology = EraTopology::parse("bin", 1).unwrap();
+        let topology = EraTopology::from_name("bin", 1).unwrap();
         assert!(roles(topology, 12, 1).is_err());
     }
 

@@ -163,7 +163,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if args.repeat == 0 {
         bail!("bench ftco needs --repeat >= 1");
     }
-    let shape = ftcoll_algos::ftco::parse_shape(&args.ftco_tree).map_err(anyhow::Error::msg)?;
+    let shape = ftcoll_launcher::text::parse_shape(&args.ftco_tree).map_err(anyhow::Error::msg)?;
     let mut ftco_args = vec![
         "--ftco-tree".to_string(),
         args.ftco_tree.clone(),

@@ -144,11 +144,11 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         if spec.op == ftcoll_algos::ReduceOp::Sum {
             spec.op = ftcoll_algos::ReduceOp::BitOr;
         }
-        spec.era_topology = ftcoll_algos::era::EraTopology::parse(
+        spec.era_topology = ftcoll_algos::era::EraTopology::from_name(
             &args.era_tree,
             args.ranks_per_node.unwrap_or(args.n),
         )
-        .map_err(|e| anyhow::anyhow!(e))?;
+        .map_err(|e| anyhow::anyhow!("--era-tree: {e} (set with --ranks-per-node)"))?;
     }
     spec.ftco = ftco_options(args, args.sim)?;
     spec.gossip = gossip_options(args)?;
@@ -156,7 +156,8 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }
     if let Some(name) = &args.topology {
-        spec.topology = Some(Topology::parse(name, args.n)?);
+        spec.topology =
+            Some(Topology::from_name(name, args.n).with_context(|| format!("--topology {name}"))?);
     }
     spec.validate().map_err(flag_error)?;
     let cost = match args.cost.as_str() {
@@ -218,9 +219,9 @@ pub fn ftco_options_from(
     use ftcoll_algos::time::Duration as Ticks;
     use ftcoll_launcher::text::parse_time;
     use ftcoll_runtime::faults::FaultTime;
-    let shape = ftcoll_algos::ftco::parse_shape(tree).map_err(anyhow::Error::msg)?;
+    let shape = ftcoll_launcher::text::parse_shape(tree).map_err(anyhow::Error::msg)?;
     let service =
-        ftcoll_algos::ftco::parse_service(service_distance).map_err(anyhow::Error::msg)?;
+        ftcoll_launcher::text::parse_service(service_distance).map_err(anyhow::Error::msg)?;
     if roots == 0 {
         bail!("--ftco-roots must be at least 1");
     }
@@ -389,7 +390,8 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }
     let cluster = crate::cluster::Cluster::detect(args)?;
-    let transport = ftcoll_runtime::transport::choose(&args.transport, cluster.is_none())?;
+    let transport = ftcoll_runtime::transport::choose(&args.transport, cluster.is_none())
+        .map_err(transport_flag_error)?;
     let faults = args
         .faults
         .iter()
@@ -592,4 +594,15 @@ pub fn flag_error(error: JobError) -> anyhow::Error {
         | JobError::Sim(_) => error.to_string(),
     };
     anyhow::anyhow!(text)
+}
+
+/// A transport the runtime refused, worded with the build command that adds it.
+fn transport_flag_error(error: ftcoll_runtime::transport::TransportError) -> anyhow::Error {
+    use ftcoll_runtime::transport::TransportError;
+    match error {
+        TransportError::NotCompiledIn(kind) => anyhow::anyhow!(
+            "transport {kind} is not compiled into this build; rebuild with `cargo build --release --features {kind}` (see docs/clusters.md) or use --transport shm or tcp"
+        ),
+        other => other.into(),
+    }
 }

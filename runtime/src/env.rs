@@ -74,11 +74,11 @@ pub struct RankEnv {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EnvError {
     /// Not set at all: the program was not started by the launcher.
-    #[error("{0} is not set: start this program under ftcoll-launch (e.g. `ftcoll-launch -n 4 -- ./my_app`)")]
+    #[error("{0} is not set: this program runs as a rank of an ftcoll job; start it with the ftcoll launcher (see docs/library.md)")]
     Missing(&'static str),
-    /// Started as a task of `srun` (or another PMI launcher) without ftcoll-launch: ftcoll
+    /// Started as a task of `srun` (or another PMI launcher) without ftcoll's launcher: ftcoll
     /// bootstraps through its own launcher's control plane, not through PMI.
-    #[error("this program was started by {0} without ftcoll-launch; inside the allocation run `ftcoll-launch -n N -- PROGRAM ARGS` instead (it starts the ranks with srun itself)")]
+    #[error("this program was started by {0}, not by the ftcoll launcher; inside the allocation start the program with the launcher instead, which starts the ranks with srun itself (see docs/clusters.md)")]
     StartedWithoutLauncher(&'static str),
     /// Set to something unusable.
     #[error("{name}={value} is invalid: {why}")]
@@ -134,7 +134,7 @@ impl RankEnv {
         if lookup("FTCOLL_RANK").is_none() {
             if lookup("PMI_RANK").is_some() || lookup("PMI_FD").is_some() {
                 return Err(EnvError::StartedWithoutLauncher(
-                    "a PMI launcher (srun --mpi=pmi2?)",
+                    "a PMI launcher such as srun",
                 ));
             }
             if lookup("SLURM_PROCID").is_some() && lookup("SLURM_STEP_ID").is_some() {
@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn missing_and_bad_variables_say_what_to_do() {
         let none = RankEnv::from_lookup(|_| None).unwrap_err();
-        assert!(none.to_string().contains("ftcoll-launch"), "{none}");
+        assert!(none.to_string().contains("ftcoll launcher"), "{none}");
         for (key, value) in [
             ("FTCOLL_RANK", "4"),
             ("FTCOLL_SIZE", "x"),
@@ -296,7 +296,7 @@ mod tests {
         ] {
             let error = RankEnv::from_lookup(|k| vars.get(k).map(|v| v.to_string())).unwrap_err();
             let text = error.to_string();
-            assert!(text.contains("ftcoll-launch -n N -- PROGRAM"), "{text}");
+            assert!(text.contains("not by the ftcoll launcher"), "{text}");
             assert!(!text.contains('\n'));
         }
         // Inside an allocation but started by the launcher: fine.

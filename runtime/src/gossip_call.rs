@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ftcoll_algos::gossip::Gossip;
 use ftcoll_algos::protocol::{Input, Outbox, Protocol, Wrapper};
-use ftcoll_algos::topology::Topology;
+use ftcoll_algos::topology::TopologyKind;
 use ftcoll_algos::{Rank, ReduceOp, Time};
 
 use crate::comm::{CommError, Communicator, Outcome};
@@ -21,9 +21,9 @@ use crate::job::{Algorithm, GossipOptions, JobSpec};
 pub struct GossipCall {
     /// Which gossip algorithm (`ps` .. `hpflc`).
     pub algo: Algorithm,
-    /// Topology name (`full`, `hypercube`, `torus`, `ring`, `bus`), built on the communicator's
-    /// size at each call; `None`: the job default (a hypercube for a power of two, else full).
-    pub topology: Option<String>,
+    /// The kind of topology, built on the communicator's size at each call; `None`: the job
+    /// default (a hypercube for a power of two, else full).
+    pub topology: Option<TopologyKind>,
     /// Accuracy target of the stopping rule.
     pub eps: Option<f64>,
     /// Bound on pushes.
@@ -97,10 +97,11 @@ impl Communicator {
         spec.input_len = data.len();
         spec.gossip = call.options;
         spec.gossip.stop_rule = true;
-        spec.topology = match &call.topology {
-            Some(name) => {
-                Some(Topology::parse(name, size).map_err(|e| CommError::Config(e.to_string()))?)
-            }
+        spec.topology = match call.topology {
+            Some(kind) => Some(
+                kind.build(size)
+                    .map_err(|e| CommError::Config(e.to_string()))?,
+            ),
             None => None,
         };
         spec.validate()

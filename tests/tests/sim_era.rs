@@ -24,7 +24,7 @@ fn failure_free_agreement_sends_two_messages_per_non_root() {
         for topology in [
             EraTopology::Flat(Shape::Binary),
             EraTopology::Flat(Shape::Star),
-            EraTopology::parse("bin/bin", 16).unwrap(),
+            EraTopology::from_name("bin/bin", 16).unwrap(),
         ] {
             let report = agreement(n, topology);
             assert_eq!(report.messages, 2 * u64::from(n - 1), "n={n} {topology:?}");

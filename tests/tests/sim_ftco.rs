@@ -7,6 +7,7 @@ use ftcoll_algos::ftco::{Collective, FtcoOptions, ServiceDistance};
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::topology::TreeShape;
 use ftcoll_algos::Rank;
+use ftcoll_launcher::text::replay::{ftco_command, ftco_report};
 use ftcoll_runtime::check::corrected::ScheduledFailure;
 use ftcoll_runtime::check::ftco::{
     check_ftco_case, check_ftco_seeds, failure_free_messages, message_profile, simulate_watched,
@@ -21,7 +22,7 @@ use ftcoll_runtime::sim::{DetectorModel, InputKind, SimConfig};
 #[test]
 fn checker_passes_ten_thousand_random_failure_schedules() {
     let started = std::time::Instant::now();
-    let summary = check_ftco_seeds(0..10_000, 64).unwrap_or_else(|v| panic!("{v}"));
+    let summary = check_ftco_seeds(0..10_000, 64).unwrap_or_else(|v| panic!("{}", ftco_report(&v)));
     println!("{summary:?} in {:.1} s", started.elapsed().as_secs_f64());
     assert_eq!(summary.cases, 10_000);
     for count in [summary.allreduce, summary.reduce, summary.bcast] {
@@ -39,7 +40,8 @@ fn checker_passes_ten_thousand_random_failure_schedules() {
 #[ignore = "long mode: 50,000 seeds up to N = 256 (about 15 min)"]
 fn checker_long_mode() {
     let started = std::time::Instant::now();
-    let summary = check_ftco_seeds(1_000_000..1_050_000, 256).unwrap_or_else(|v| panic!("{v}"));
+    let summary = check_ftco_seeds(1_000_000..1_050_000, 256)
+        .unwrap_or_else(|v| panic!("{}", ftco_report(&v)));
     println!("{summary:?} in {:.1} s", started.elapsed().as_secs_f64());
 }
 
@@ -216,14 +218,14 @@ fn ftco_gets_no_failure_notices() {
 fn the_replay_job_is_the_checked_run() {
     for seed in [3, 77, 1234] {
         let case = FtcoCase::random(seed, 64);
-        let checked = check_ftco_case(&case).unwrap_or_else(|v| panic!("{v}"));
+        let checked = check_ftco_case(&case).unwrap_or_else(|v| panic!("{}", ftco_report(&v)));
         let replayed = simulate(&case.spec(), case.config()).unwrap();
         assert_eq!(
             replayed.trace_hash, checked.report.trace_hash,
             "seed {seed}"
         );
         assert_eq!(replayed.messages, checked.report.messages);
-        assert!(case.command().contains(&format!("--seed {seed}")));
+        assert!(ftco_command(&case).contains(&format!("--seed {seed}")));
     }
 }
 
@@ -248,7 +250,7 @@ fn a_root_failing_at_any_time_leaves_a_consistent_allreduce() {
             ],
             seed: at,
         };
-        check_ftco_case(&case).unwrap_or_else(|v| panic!("{v}"));
+        check_ftco_case(&case).unwrap_or_else(|v| panic!("{}", ftco_report(&v)));
     }
 }
 

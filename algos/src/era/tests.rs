@@ -124,8 +124,8 @@ fn failure_free_agreement_sends_two_messages_per_non_root() {
             EraTopology::Flat(Shape::Binary),
             EraTopology::Flat(Shape::Star),
             EraTopology::Flat(Shape::String),
-            EraTopology::parse("bin/bin", 4).unwrap(),
-            EraTopology::parse("bin/star", 3).unwrap(),
+            EraTopology::from_name("bin/bin", 4).unwrap(),
+            EraTopology::from_name("bin/star", 3).unwrap(),
         ] {
             let mut net = Net::new(n, topology, 1);
             net.start_all();
@@ -177,7 +177,7 @@ fn random_crashes_never_break_agreement_or_participation() {
             EraTopology::Flat(Shape::Binary),
             EraTopology::Flat(Shape::Star),
             EraTopology::Flat(Shape::String),
-            EraTopology::parse("bin/bin", 3).unwrap(),
+            EraTopology::from_name("bin/bin", 3).unwrap(),
         ][rng.below(4) as usize];
         let agreements = 1 + rng.below(3) as u32;
         let mut net = Net::new(n, topology, agreements);

@@ -91,8 +91,9 @@ impl Default for EraTopology {
 }
 
 impl EraTopology {
-    /// Parses `bin`, `star`, `string` or `X/Y` (e.g. `bin/star`); `X/Y` needs `ranks_per_node`.
-    pub fn parse(name: &str, ranks_per_node: u32) -> Result<EraTopology, String> {
+    /// The tree called `bin`, `star`, `string` or `X/Y` (e.g. `bin/star`); `X/Y` needs
+    /// `ranks_per_node` of at least 2.
+    pub fn from_name(name: &str, ranks_per_node: u32) -> Result<EraTopology, String> {
         let bad = || {
             format!("unknown agreement tree '{name}': use bin, star, string or X/Y such as bin/bin or bin/star")
         };
@@ -103,7 +104,7 @@ impl EraTopology {
                 let intra = Shape::parse(y).ok_or_else(bad)?;
                 if ranks_per_node < 2 {
                     return Err(format!(
-                        "the hierarchical tree '{name}' groups ranks by node: pass --ranks-per-node 2 or more"
+                        "the hierarchical tree '{name}' groups ranks by node and needs at least 2 ranks per node"
                     ));
                 }
                 Ok(EraTopology::Hierarchical {
@@ -115,7 +116,7 @@ impl EraTopology {
         }
     }
 
-    /// The name [`EraTopology::parse`] accepts.
+    /// The name [`EraTopology::from_name`] accepts.
     pub fn name(&self) -> String {
         match self {
             EraTopology::Flat(shape) => shape.name().to_string(),
@@ -446,7 +447,7 @@ mod tests {
 
     #[test]
     fn hierarchical_masters_are_first_members_of_nodes() {
-        let topology = EraTopology::parse("bin/star", 4).unwrap();
+        let topology = EraTopology::from_name("bin/star", 4).unwrap();
         let tree = EraTree::new(topology, 10, &[]);
         for r in 0..10 {
             let parent = tree.original_parent(r);
@@ -516,11 +517,11 @@ mod tests {
     #[test]
     fn names_parse_and_hierarchy_needs_nodes() {
         assert_eq!(
-            EraTopology::parse("bin/star", 16).unwrap().name(),
+            EraTopology::from_name("bin/star", 16).unwrap().name(),
             "bin/star"
         );
-        assert!(EraTopology::parse("bin/bin", 1).is_err());
-        assert!(EraTopology::parse("ring", 1)
+        assert!(EraTopology::from_name("bin/bin", 1).is_err());
+        assert!(EraTopology::from_name("ring", 1)
             .unwrap_err()
             .contains("bin, star, string"));
     }

@@ -57,7 +57,7 @@ mod view;
 mod tests;
 
 pub use engine::Ftco;
-pub use options::{parse_service, parse_shape, FtcoOptions};
+pub use options::FtcoOptions;
 pub use pieces::Piece;
 pub use ranges::{Contributors, ContributorsError};
 

@@ -11,7 +11,7 @@ pub enum TopologyError {
     Empty,
     /// A hypercube was asked for with N not a power of two.
     #[error(
-        "hypercube needs N to be a power of two, got {n}; {} or use --topology torus",
+        "hypercube needs N to be a power of two, got {n}; {} or use a torus",
         power_of_two_suggestion(*.n)
     )]
     NotPowerOfTwo {
@@ -39,7 +39,7 @@ pub enum TopologyError {
         /// The rejected dimensions.
         dims: [u32; 3],
     },
-    /// A topology name that [`Topology::parse`](super::Topology::parse) does not know.
+    /// A topology name that [`Topology::from_name`](super::Topology::from_name) does not know.
     #[error("unknown topology {name:?}; valid names are: full, hypercube, torus, ring, bus")]
     UnknownTopology {
         /// The rejected name, as given.
@@ -81,7 +81,7 @@ mod tests {
     fn messages_name_the_value_and_a_fix() {
         assert_eq!(
             TopologyError::NotPowerOfTwo { n: 12 }.to_string(),
-            "hypercube needs N to be a power of two, got 12; pick N = 8 or 16 or use --topology torus"
+            "hypercube needs N to be a power of two, got 12; pick N = 8 or 16 or use a torus"
         );
         let huge = TopologyError::NotPowerOfTwo { n: u32::MAX }.to_string();
         assert!(huge.contains("pick N = 2147483648 or use"), "{huge}");

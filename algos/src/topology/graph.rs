@@ -42,8 +42,50 @@ pub enum Topology {
     },
 }
 
+/// A kind of topology without its size: what a caller chooses before the rank count is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopologyKind {
+    /// [`Topology::fully_connected`].
+    Full,
+    /// [`Topology::hypercube`].
+    Hypercube,
+    /// [`Topology::torus3d`].
+    Torus,
+    /// [`Topology::ring`].
+    Ring,
+    /// [`Topology::bus`].
+    Bus,
+}
+
+impl TopologyKind {
+    /// The kind called `name` (one of [`Topology::NAMES`], ignoring ASCII case).
+    pub fn from_name(name: &str) -> Result<TopologyKind, TopologyError> {
+        match name.to_ascii_lowercase().as_str() {
+            "full" => Ok(TopologyKind::Full),
+            "hypercube" => Ok(TopologyKind::Hypercube),
+            "torus" => Ok(TopologyKind::Torus),
+            "ring" => Ok(TopologyKind::Ring),
+            "bus" => Ok(TopologyKind::Bus),
+            _ => Err(TopologyError::UnknownTopology {
+                name: name.to_owned(),
+            }),
+        }
+    }
+
+    /// This kind over `n` ranks, with the named constructor's checks.
+    pub fn build(self, n: u32) -> Result<Topology, TopologyError> {
+        match self {
+            TopologyKind::Full => Topology::fully_connected(n),
+            TopologyKind::Hypercube => Topology::hypercube(n),
+            TopologyKind::Torus => Topology::torus3d(n),
+            TopologyKind::Ring => Topology::ring(n),
+            TopologyKind::Bus => Topology::bus(n),
+        }
+    }
+}
+
 impl Topology {
-    /// The names [`Topology::parse`] accepts, in the order of the variants.
+    /// The names [`Topology::from_name`] accepts, in the order of the variants.
     pub const NAMES: [&'static str; 5] = ["full", "hypercube", "torus", "ring", "bus"];
 
     /// `n` ranks, each a neighbour of all others.
@@ -100,20 +142,11 @@ impl Topology {
 
     /// Builds the topology called `name` (one of [`Topology::NAMES`], ignoring ASCII case) over
     /// `n` ranks, with the same checks as the named constructor.
-    pub fn parse(name: &str, n: u32) -> Result<Self, TopologyError> {
-        match name.to_ascii_lowercase().as_str() {
-            "full" => Self::fully_connected(n),
-            "hypercube" => Self::hypercube(n),
-            "torus" => Self::torus3d(n),
-            "ring" => Self::ring(n),
-            "bus" => Self::bus(n),
-            _ => Err(TopologyError::UnknownTopology {
-                name: name.to_owned(),
-            }),
-        }
+    pub fn from_name(name: &str, n: u32) -> Result<Self, TopologyError> {
+        TopologyKind::from_name(name)?.build(n)
     }
 
-    /// The name [`Topology::parse`] accepts for this kind of topology.
+    /// The name [`Topology::from_name`] accepts for this kind of topology.
     pub fn name(&self) -> &'static str {
         match self {
             Topology::FullyConnected { .. } => "full",
@@ -338,12 +371,15 @@ mod tests {
     #[test]
     fn parse_accepts_every_name_and_rejects_others() {
         for name in Topology::NAMES {
-            let t = Topology::parse(name, 8);
+            let t = Topology::from_name(name, 8);
             assert_eq!(t.map(|t| t.name()), Ok(name));
         }
-        assert_eq!(Topology::parse("Ring", 3), Topology::ring(3));
-        assert_eq!(Topology::parse("hypercube", 12), Topology::hypercube(12));
-        let err = Topology::parse("mesh", 8).err().map(|e| e.to_string());
+        assert_eq!(Topology::from_name("Ring", 3), Topology::ring(3));
+        assert_eq!(
+            Topology::from_name("hypercube", 12),
+            Topology::hypercube(12)
+        );
+        let err = Topology::from_name("mesh", 8).err().map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
             Some("unknown topology \"mesh\"; valid names are: full, hypercube, torus, ring, bus")

@@ -13,5 +13,5 @@ mod torus;
 mod tree;
 
 pub use error::TopologyError;
-pub use graph::Topology;
+pub use graph::{Topology, TopologyKind};
 pub use tree::{Tree, TreeShape};

@@ -96,9 +96,9 @@ pub struct RankArgs {
     /// Gossip: bound on pushes.
     #[arg(long)]
     pub steps: Option<u32>,
-    /// Gossip: topology name.
-    #[arg(long)]
-    pub topology: Option<String>,
+    /// Gossip: topology kind.
+    #[arg(long, value_parser = ftcoll_algos::topology::TopologyKind::from_name)]
+    pub topology: Option<ftcoll_algos::topology::TopologyKind>,
     /// Gossip: f32 or f64.
     #[arg(long)]
     pub precision: Option<String>,
@@ -502,7 +502,7 @@ fn gossip_call(args: &RankArgs) -> Result<Option<GossipCall>, CommError> {
     };
     Ok(Some(GossipCall {
         algo,
-        topology: args.topology.clone(),
+        topology: args.topology,
         eps: args.eps,
         steps: args.steps,
         period,

@@ -2,5 +2,8 @@
 //! once. Nothing below the launcher parses command-line syntax.
 
 pub mod fault;
+pub mod ftco;
+pub mod replay;
 
 pub use fault::{parse_fault, parse_time, FaultSpecError};
+pub use ftco::{parse_service, parse_shape};

@@ -18,7 +18,8 @@
 //! - FTCO heard of no failure from the simulator (crashes are silence, [`DetectorModel::Silent`])
 //!   and no frame was rejected; a failure-free run sends the pinned message count.
 //!
-//! A violation prints the `ftcoll-launch --sim` command that replays the same run.
+//! A violation carries the whole case, from which the launcher formats the command that
+//! replays the same run.
 //!
 //! [`DetectorModel::Silent`]: crate::sim::DetectorModel::Silent
 
@@ -301,40 +302,12 @@ impl FtcoCase {
     fn failure_free(&self) -> bool {
         self.failures.is_empty()
     }
-
-    /// The `ftcoll-launch` command that runs this case (same seed, inputs and faults, hence
-    /// the same message schedule).
-    pub fn command(&self) -> String {
-        let tree = match self.shape {
-            TreeShape::KAry { k } => format!("kary:{k}"),
-            TreeShape::KNomial { k } => format!("knomial:{k}"),
-        };
-        let service = match self.service {
-            ServiceDistance::Rsd { ratio: 0.5 } => "rsd".to_string(),
-            ServiceDistance::Rsd { ratio } => format!("rsd:{ratio}"),
-            ServiceDistance::Disd => "disd".to_string(),
-        };
-        let mut command = format!(
-            "ftcoll-launch --sim --no-tui --seed {} --algo {} -n {} --ftco-tree {tree} \
-             --ftco-roots {} --service-distance {service} --detect-timeout {} --op sum \
-             --input onehot --len {}",
-            self.seed,
-            self.algorithm(),
-            self.n,
-            self.roots,
-            self.detect_timeout,
-            self.n
-        );
-        for f in &self.failures {
-            command.push_str(&format!(" --fault kill:rank={},at={}", f.rank, f.at));
-        }
-        command
-    }
 }
 
-/// A violated property, with the case that shows it and the command that replays it.
+/// A violated property, with the case that shows it (the launcher formats the command that
+/// replays it).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{what}\n  case: {case:?}\n  replay: {}", .case.command())]
+#[error("{what}\n  case: {case:?}")]
 pub struct FtcoViolation {
     /// What went wrong.
     pub what: String,
@@ -606,25 +579,5 @@ mod tests {
         let summary = check_ftco_seeds(0..200, 24).unwrap_or_else(|v| panic!("{v}"));
         assert_eq!(summary.cases, 200);
         assert!(summary.with_failures > 100, "{summary:?}");
-    }
-
-    #[test]
-    fn the_replay_command_names_the_whole_case() {
-        let case = FtcoCase {
-            collective: Collective::Allreduce,
-            n: 9,
-            shape: TreeShape::KNomial { k: 3 },
-            roots: 2,
-            service: ServiceDistance::Rsd { ratio: 0.25 },
-            detect_timeout: 60,
-            failures: vec![ScheduledFailure { rank: 4, at: 0 }],
-            seed: 17,
-        };
-        assert_eq!(
-            case.command(),
-            "ftcoll-launch --sim --no-tui --seed 17 --algo ftco-allreduce -n 9 \
-             --ftco-tree knomial:3 --ftco-roots 2 --service-distance rsd:0.25 \
-             --detect-timeout 60 --op sum --input onehot --len 9 --fault kill:rank=4,at=0"
-        );
     }
 }

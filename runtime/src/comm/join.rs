@@ -106,7 +106,9 @@ impl Communicator {
             .and_then(|v| v.parse().ok())
             .map_or(DEFAULT_OP_TIMEOUT, Duration::from_millis);
         let era_topology = match std::env::var("FTCOLL_ERA_TREE") {
-            Ok(name) => EraTopology::parse(&name, env.ranks_per_node).map_err(CommError::Config)?,
+            Ok(name) => {
+                EraTopology::from_name(&name, env.ranks_per_node).map_err(CommError::Config)?
+            }
             Err(_) => EraTopology::default(),
         };
         let mut comm = Communicator {

@@ -162,7 +162,7 @@ pub enum TransportError {
     #[error("unknown transport '{0}'; use auto, shm, tcp, ucx or ofi")]
     UnknownTransport(String),
     /// A backend this build does not contain.
-    #[error("transport {0} is not compiled into this build; rebuild with `cargo build --release --features {0}` (see the README's RDMA section) or use shm or tcp")]
+    #[error("transport {0} is not compiled into this build: it needs the cargo feature '{0}' (see docs/clusters.md); or use shm or tcp")]
     NotCompiledIn(TransportKind),
     /// An RDMA library call failed (or the library found no usable device).
     #[error("{library} {call} failed: {why}")]
@@ -473,7 +473,7 @@ mod choice_tests {
         assert_eq!(ucx.is_ok(), TransportKind::Ucx.compiled_in());
         if let Err(error) = ucx {
             let text = error.to_string();
-            assert!(text.contains("--features ucx"), "{text}");
+            assert!(text.contains("cargo feature 'ucx'"), "{text}");
             assert!(!text.contains('\n'));
         }
         let unknown = choose("verbs", true).unwrap_err().to_string();

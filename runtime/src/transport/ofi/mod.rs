@@ -205,7 +205,7 @@ impl OfiTransport {
         if provider == "shm" {
             tracing::warn!(
                 rank = config.rank.0,
-                "libfabric's shm provider loses messages that arrive in bursts before receives are posted; prefer --transport shm on one machine"
+                "libfabric's shm provider loses messages that arrive in bursts before receives are posted; prefer the shm transport on one machine"
             );
         }
         let rx = RecvSide::new(&domain, layout)?;

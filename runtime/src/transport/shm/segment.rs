@@ -158,7 +158,7 @@ impl Segment {
         )
         .map_err(|_| {
             TransportError::Segment(format!(
-                "descriptor {fd} is not open; was this rank started by ftcoll-launch?"
+                "descriptor {fd} is not open; was this rank started by the ftcoll launcher?"
             ))
         })?;
         // SAFETY: the descriptor is open and was handed to this process for exactly this use.
