@@ -3,7 +3,6 @@
 use std::fs;
 
 use anyhow::{bail, Context};
-use ftcoll_algos::corrected::{Correction, FailureInfo};
 use ftcoll_algos::ftco::Collective;
 use ftcoll_algos::ftco::FtcoOptions;
 use ftcoll_algos::topology::Topology;
@@ -17,32 +16,13 @@ use crate::report::RunJson;
 
 /// The operator and input distribution the flags name (simulated and real runs alike).
 fn data_from_args(args: &RunArgs) -> anyhow::Result<(ReduceOp, InputKind)> {
-    let op = ReduceOp::parse(&args.op)?;
-    let input = InputKind::parse(&args.input).with_context(|| {
-        format!(
-            "unknown input '{}'; use uniform, int, ones or rank",
-            args.input
-        )
-    })?;
+    use ftcoll_launcher::text::options::{parse_input, parse_op};
+    let op = parse_op(&args.op).map_err(anyhow::Error::msg)?;
+    let input = parse_input(&args.input).map_err(anyhow::Error::msg)?;
     if args.len == 0 {
         bail!("--len must be at least 1");
     }
     Ok((op, input))
-}
-
-/// Parses `--correction`: `checked` or `opportunistic:D`.
-pub fn parse_correction(text: &str) -> anyhow::Result<Correction> {
-    if text == "checked" {
-        return Ok(Correction::Checked);
-    }
-    let distance = text
-        .strip_prefix("opportunistic:")
-        .and_then(|d| d.parse::<u32>().ok())
-        .filter(|&d| d >= 1)
-        .with_context(|| {
-            format!("unknown --correction '{text}'; use checked or opportunistic:D with D >= 1")
-        })?;
-    Ok(Correction::Opportunistic { distance })
 }
 
 /// The gossip flags, checked.
@@ -131,13 +111,10 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     spec.eps = args.eps;
     spec.steps = args.steps;
     spec.tolerate = args.tolerate;
-    spec.failure_info = FailureInfo::parse(&args.failure_info).with_context(|| {
-        format!(
-            "unknown --failure-info '{}'; use list, count or bit",
-            args.failure_info
-        )
-    })?;
-    spec.correction = parse_correction(&args.correction)?;
+    spec.failure_info = ftcoll_launcher::text::options::parse_failure_info(&args.failure_info)
+        .map_err(anyhow::Error::msg)?;
+    spec.correction = ftcoll_launcher::text::options::parse_correction(&args.correction)
+        .map_err(anyhow::Error::msg)?;
     if algo == Algorithm::EraAgree {
         // Agreement needs an idempotent operator; the default sum becomes the set union of
         // contributors (bor), which shows who participated.
@@ -197,62 +174,66 @@ const LIVE_DETECT_TIMEOUT: &str = "100ms";
 /// The FTCO options of the flags: time in LogP steps for the simulator (`sim`), in
 /// nanoseconds on real ranks.
 pub fn ftco_options(args: &RunArgs, sim: bool) -> anyhow::Result<FtcoOptions> {
-    ftco_options_from(
-        &args.ftco_tree,
-        args.ftco_roots,
-        args.detect_timeout.as_deref(),
-        &args.service_distance,
-        args.ftco_fixed_timeout,
-        sim,
-    )
-}
-
-/// [`ftco_options`] from the flags' texts (the rank processes get them as their own flags).
-pub fn ftco_options_from(
-    tree: &str,
-    roots: u32,
-    detect_timeout: Option<&str>,
-    service_distance: &str,
-    fixed_timeout: bool,
-    sim: bool,
-) -> anyhow::Result<FtcoOptions> {
     use ftcoll_algos::time::Duration as Ticks;
     use ftcoll_launcher::text::parse_time;
     use ftcoll_runtime::faults::FaultTime;
-    let shape = ftcoll_launcher::text::parse_shape(tree).map_err(anyhow::Error::msg)?;
+    let shape = ftcoll_launcher::text::parse_shape(&args.ftco_tree).map_err(anyhow::Error::msg)?;
     let service =
-        ftcoll_launcher::text::parse_service(service_distance).map_err(anyhow::Error::msg)?;
-    if roots == 0 {
+        ftcoll_launcher::text::parse_service(&args.service_distance).map_err(anyhow::Error::msg)?;
+    if args.ftco_roots == 0 {
         bail!("--ftco-roots must be at least 1");
     }
-    let defaults = FtcoOptions::default();
-    let text = detect_timeout.unwrap_or(if sim { "40" } else { LIVE_DETECT_TIMEOUT });
+    let text =
+        args.detect_timeout
+            .as_deref()
+            .unwrap_or(if sim { "40" } else { LIVE_DETECT_TIMEOUT });
     let timeout = parse_time("detect-timeout", text).map_err(anyhow::Error::msg)?;
-    let (detect_timeout, costs) = match (sim, timeout) {
-        (true, FaultTime::Steps(steps)) if steps > 0 => (Ticks(steps), defaults.costs),
-        (false, FaultTime::Nanos(nanos)) if nanos > 0 => (
-            Ticks(nanos),
-            ftcoll_algos::ftco::LogP {
-                latency: Ticks(LIVE_ETA_LATENCY_NS),
-                overhead: Ticks(LIVE_ETA_OVERHEAD_NS),
-            },
-        ),
+    match (sim, timeout) {
+        (true, FaultTime::Steps(steps)) if steps > 0 => Ok(FtcoOptions {
+            shape,
+            roots: args.ftco_roots,
+            detect_timeout: Ticks(steps),
+            fixed_timeout: args.ftco_fixed_timeout,
+            service,
+            ..FtcoOptions::default()
+        }),
+        (false, FaultTime::Nanos(nanos)) if nanos > 0 => Ok(live_ftco_options(
+            shape,
+            args.ftco_roots,
+            std::time::Duration::from_nanos(nanos),
+            service,
+            args.ftco_fixed_timeout,
+        )),
         (true, _) => {
             bail!("--detect-timeout in the simulator is a positive number of steps, e.g. 40")
         }
         (false, _) => {
             bail!("--detect-timeout on real ranks is a positive time with its unit, e.g. 100ms")
         }
-    };
-    Ok(FtcoOptions {
+    }
+}
+
+/// The FTCO options of real ranks: times in nanoseconds, f_ETA's costs those of one machine.
+pub fn live_ftco_options(
+    shape: ftcoll_algos::topology::TreeShape,
+    roots: u32,
+    detect_timeout: std::time::Duration,
+    service: ftcoll_algos::ftco::ServiceDistance,
+    fixed_timeout: bool,
+) -> FtcoOptions {
+    use ftcoll_algos::time::Duration as Ticks;
+    FtcoOptions {
         shape,
-        roots,
-        detect_timeout,
+        roots: roots.max(1),
+        detect_timeout: Ticks(u64::try_from(detect_timeout.as_nanos()).unwrap_or(u64::MAX)),
         fixed_timeout,
-        costs,
+        costs: ftcoll_algos::ftco::LogP {
+            latency: Ticks(LIVE_ETA_LATENCY_NS),
+            overhead: Ticks(LIVE_ETA_OVERHEAD_NS),
+        },
         service,
-        ..defaults
-    })
+        ..FtcoOptions::default()
+    }
 }
 
 /// Parses `perfect:DELAY` or `timeout:PERIOD,TIMEOUT`.

@@ -565,15 +565,10 @@ mod tests {
             .map(|(r, _)| *r)
             .collect();
         assert_eq!(injected, [1, 3, 1]);
+        // Faults arrive typed, so nothing malformed reaches here; a rank outside the job can.
         console.execute(fault("kill:rank=99"), &mut job);
-        console.execute(fault("bogus"), &mut job);
-        assert_eq!(
-            job.killed,
-            [2, 0, 1],
-            "out-of-range and malformed specs do nothing"
-        );
+        assert_eq!(job.killed, [2, 0, 1], "out-of-range specs do nothing");
         let log = log_text(&console);
-        assert!(log.contains("refused bogus"), "{log}");
         assert!(log.contains("kill:rank=99: not applicable"), "{log}");
         assert_eq!(console.execute(Command::Pause, &mut job), Flow::Continue);
         assert_eq!(job.paused, Some(true));

@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use clap::Args;
 use ftcoll_algos::corrected::{Correction, FailureInfo};
-use ftcoll_algos::ftco::Collective as FtcoCollective;
+use ftcoll_algos::ftco::{Collective as FtcoCollective, ServiceDistance};
+use ftcoll_algos::topology::TreeShape;
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::comm::{CommError, Communicator, CorrectedOptions, Outcome};
 use ftcoll_runtime::control::OpReport;
@@ -24,11 +25,11 @@ pub struct RankArgs {
     #[arg(long, value_parser = crate::cli::parse_algorithm)]
     pub algo: Algorithm,
     /// Operator.
-    #[arg(long)]
-    pub op: String,
+    #[arg(long, value_parser = ftcoll_launcher::text::options::parse_op)]
+    pub op: ReduceOp,
     /// Inputs.
-    #[arg(long)]
-    pub input: String,
+    #[arg(long, value_parser = ftcoll_launcher::text::options::parse_input)]
+    pub input: InputKind,
     /// Elements per rank.
     #[arg(long)]
     pub len: usize,
@@ -42,11 +43,11 @@ pub struct RankArgs {
     #[arg(long, default_value_t = 1)]
     pub tolerate: u32,
     /// Failure information of corrected-reduce.
-    #[arg(long, default_value = "count")]
-    pub failure_info: String,
+    #[arg(long, default_value = "count", value_parser = ftcoll_launcher::text::options::parse_failure_info)]
+    pub failure_info: FailureInfo,
     /// Correction phase of the corrected broadcast.
-    #[arg(long, default_value = "checked")]
-    pub correction: String,
+    #[arg(long, default_value = "checked", value_parser = ftcoll_launcher::text::options::parse_correction)]
+    pub correction: Correction,
     /// Benchmark mode: untimed warm-up operations, then `ops` timed ones whose times are sent
     /// once at the end.
     #[arg(long)]
@@ -70,17 +71,17 @@ pub struct RankArgs {
     #[arg(long)]
     pub bench_victims_lag: bool,
     /// Tree of the ftco-* algorithms.
-    #[arg(long, default_value = "knomial:2")]
-    pub ftco_tree: String,
+    #[arg(long, default_value = "knomial:2", value_parser = ftcoll_launcher::text::parse_shape)]
+    pub ftco_tree: TreeShape,
     /// Roots of the ftco-* tree.
     #[arg(long, default_value_t = 1)]
     pub ftco_roots: u32,
     /// Detection timeout of the ftco-* algorithms (a time with its unit).
-    #[arg(long, default_value = "100ms")]
-    pub detect_timeout: String,
+    #[arg(long, default_value = "100ms", value_parser = ftcoll_launcher::text::options::parse_wall_time)]
+    pub detect_timeout: std::time::Duration,
     /// Service-distance function of the ftco-* algorithms.
-    #[arg(long, default_value = "rsd")]
-    pub service_distance: String,
+    #[arg(long, default_value = "rsd", value_parser = ftcoll_launcher::text::parse_service)]
+    pub service_distance: ServiceDistance,
     /// The ftco-* algorithms also act on failure notices.
     #[arg(long)]
     pub ftco_notices: bool,
@@ -88,8 +89,8 @@ pub struct RankArgs {
     #[arg(long)]
     pub ftco_fixed_timeout: bool,
     /// Gossip: time between pushes.
-    #[arg(long, default_value = "1ms")]
-    pub gossip_period: String,
+    #[arg(long, default_value = "1ms", value_parser = ftcoll_launcher::text::options::parse_wall_time)]
+    pub gossip_period: std::time::Duration,
     /// Gossip: accuracy target of the stopping rule.
     #[arg(long)]
     pub eps: Option<f64>,
@@ -100,8 +101,8 @@ pub struct RankArgs {
     #[arg(long, value_parser = ftcoll_algos::topology::TopologyKind::from_name)]
     pub topology: Option<ftcoll_algos::topology::TopologyKind>,
     /// Gossip: f32 or f64.
-    #[arg(long)]
-    pub precision: Option<String>,
+    #[arg(long = "precision", value_parser = ftcoll_launcher::text::options::parse_single_precision)]
+    pub single_precision: Option<bool>,
     /// Gossip: checksum threshold.
     #[arg(long)]
     pub tau: Option<f64>,
@@ -148,12 +149,10 @@ enum Collective {
 
 impl Collective {
     fn from_args(args: &RankArgs) -> Collective {
-        // The launcher validated every flag before starting ranks.
         let options = CorrectedOptions {
             tolerate: args.tolerate,
-            info: FailureInfo::parse(&args.failure_info).unwrap_or_default(),
-            correction: crate::run::parse_correction(&args.correction)
-                .unwrap_or(Correction::Checked),
+            info: args.failure_info,
+            correction: args.correction,
         };
         match args.algo.kind() {
             Kind::RecursiveDoubling { .. } => Collective::Rdb,
@@ -163,15 +162,13 @@ impl Collective {
             Kind::Corrected(FtcoCollective::Bcast) => Collective::CorrectedBcast(options),
             Kind::Agreement => Collective::EraAgree,
             Kind::Ftco(collective) => {
-                let options = crate::run::ftco_options_from(
-                    &args.ftco_tree,
+                let options = crate::run::live_ftco_options(
+                    args.ftco_tree,
                     args.ftco_roots,
-                    Some(&args.detect_timeout),
-                    &args.service_distance,
+                    args.detect_timeout,
+                    args.service_distance,
                     args.ftco_fixed_timeout,
-                    false,
-                )
-                .unwrap_or_default();
+                );
                 Collective::Ftco(FtcoCall {
                     collective,
                     options,
@@ -277,8 +274,7 @@ fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<(Outcome, boo
 
 fn run(args: &RankArgs) -> Result<(), CommError> {
     let mut comm = Communicator::from_env()?;
-    let op = ReduceOp::parse(&args.op).unwrap_or(ReduceOp::Sum);
-    let input = InputKind::parse(&args.input).unwrap_or(InputKind::Uniform);
+    let (op, input) = (args.op, args.input);
     let mine = if args.algo == Algorithm::EraAgree {
         vec![0.0]
     } else {
@@ -493,22 +489,15 @@ fn gossip_call(args: &RankArgs) -> Result<Option<GossipCall>, CommError> {
     if algo.gossip_rule().is_none() {
         return Ok(None);
     }
-    let period = crate::run::gossip_period(&args.gossip_period)
-        .map_err(|e| CommError::Config(e.to_string()))?;
-    let single = match args.precision.as_deref() {
-        Some("f32") => Some(true),
-        Some("f64") => Some(false),
-        _ => None,
-    };
     Ok(Some(GossipCall {
         algo,
         topology: args.topology,
         eps: args.eps,
         steps: args.steps,
-        period,
+        period: args.gossip_period,
         options: GossipOptions {
             synchronous: args.gossip_sync,
-            single,
+            single: args.single_precision,
             tau: args.tau,
             period: None,
             pcf_as_printed: args.pcf_as_printed,

@@ -3,6 +3,7 @@
 
 pub mod fault;
 pub mod ftco;
+pub mod options;
 pub mod replay;
 
 pub use fault::{parse_fault, parse_time, FaultSpecError};

@@ -1,0 +1,87 @@
+//! Value parsers for the flags that name a value of the libraries' vocabulary, used by clap
+//! both in the launcher and in the rank processes it starts, so that every flag reaches the
+//! code below as a typed value.
+
+use std::time::Duration;
+
+use ftcoll_algos::corrected::{Correction, FailureInfo};
+use ftcoll_algos::ReduceOp;
+use ftcoll_runtime::sim::InputKind;
+
+use super::fault::parse_time;
+use ftcoll_algos::fault::FaultTime;
+
+/// `--op`.
+pub fn parse_op(text: &str) -> Result<ReduceOp, String> {
+    ReduceOp::parse(text).map_err(|e| e.to_string())
+}
+
+/// `--input`.
+pub fn parse_input(text: &str) -> Result<InputKind, String> {
+    InputKind::parse(text)
+        .ok_or_else(|| format!("unknown input '{text}'; use uniform, int, ones or rank"))
+}
+
+/// `--failure-info`: `list`, `count` or `bit`.
+pub fn parse_failure_info(text: &str) -> Result<FailureInfo, String> {
+    FailureInfo::parse(text)
+        .ok_or_else(|| format!("unknown --failure-info '{text}'; use list, count or bit"))
+}
+
+/// `--correction`: `checked` or `opportunistic:D` (D >= 1).
+pub fn parse_correction(text: &str) -> Result<Correction, String> {
+    if text == "checked" {
+        return Ok(Correction::Checked);
+    }
+    text.strip_prefix("opportunistic:")
+        .and_then(|d| d.parse::<u32>().ok())
+        .filter(|&d| d >= 1)
+        .map(|distance| Correction::Opportunistic { distance })
+        .ok_or_else(|| {
+            format!("unknown --correction '{text}'; use checked or opportunistic:D with D >= 1")
+        })
+}
+
+/// A positive wall-clock time with its unit (`100ms`), as real runs take it.
+pub fn parse_wall_time(text: &str) -> Result<Duration, String> {
+    match parse_time("time", text) {
+        Ok(FaultTime::Nanos(ns)) if ns > 0 => Ok(Duration::from_nanos(ns)),
+        _ => Err(format!(
+            "'{text}': real runs need a positive time with its unit, e.g. 1ms"
+        )),
+    }
+}
+
+/// `--precision`: `f32` (true) or `f64` (false).
+pub fn parse_single_precision(text: &str) -> Result<bool, String> {
+    match text {
+        "f32" => Ok(true),
+        "f64" => Ok(false),
+        other => Err(format!("unknown --precision '{other}'; use f32 or f64")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_parse_and_bad_ones_say_what_to_use() {
+        assert_eq!(parse_correction("checked"), Ok(Correction::Checked));
+        assert_eq!(
+            parse_correction("opportunistic:3"),
+            Ok(Correction::Opportunistic { distance: 3 })
+        );
+        for bad in ["opportunistic:0", "opportunistic", "eager"] {
+            assert!(parse_correction(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_wall_time("5ms"), Ok(Duration::from_millis(5)));
+        assert!(parse_wall_time("5").is_err());
+        assert!(parse_wall_time("0ms").is_err());
+        assert_eq!(parse_single_precision("f32"), Ok(true));
+        assert!(parse_single_precision("f16").is_err());
+        assert!(parse_input("ints").is_err());
+        assert!(parse_failure_info("all").is_err());
+        assert!(parse_op("median").is_err());
+    }
+}
