@@ -25,7 +25,7 @@
 
 use std::ops::Range;
 
-use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions, ServiceDistance};
+use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions, Piece, ServiceDistance};
 use ftcoll_algos::protocol::{Input, Outbox, Phase, Protocol, Wrapper};
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::topology::{Tree, TreeShape};
@@ -340,24 +340,7 @@ pub fn check_ftco_case(case: &FtcoCase) -> Result<FtcoOutcome, FtcoViolation> {
     };
     let (sim, report) =
         simulate_watched(&case.spec(), case.config()).map_err(|e| fail(format!("set-up: {e}")))?;
-    if report.truncated {
-        return Err(fail(format!(
-            "Termination: the run hit the simulator's bounds at step {} after {} events",
-            report.sim_time_steps, report.events
-        )));
-    }
-    if report.notices != 0 {
-        return Err(fail(format!(
-            "FTCO was sent {} failure notices; it must detect crashes by its own timeouts",
-            report.notices
-        )));
-    }
-    if report.rejected != 0 {
-        return Err(fail(format!(
-            "{} frames rejected on a reliable network",
-            report.rejected
-        )));
-    }
+    check_report(&report).map_err(fail)?;
     let n = case.n;
     let failed = |r: u32| case.failures.iter().any(|f| f.rank == r);
     let mut finished_then_failed = Vec::new();
@@ -414,33 +397,8 @@ pub fn check_ftco_case(case: &FtcoCase) -> Result<FtcoOutcome, FtcoViolation> {
         let Some(piece) = sim.ranks()[r as usize].ftco().result() else {
             return Err(fail(format!("rank {r} completed without a result")));
         };
-        let Values::F64(value) = &piece.value else {
-            return Err(fail(format!("rank {r} holds a {:?} result", piece.value)));
-        };
-        if value.len() != n as usize {
-            return Err(fail(format!("rank {r} holds {} elements", value.len())));
-        }
-        for (i, &count) in value.iter().enumerate() {
-            let i = i as u32;
-            if count != 0.0 && count != 1.0 {
-                return Err(fail(format!(
-                    "rank {r} counts rank {i}'s value {count} times"
-                )));
-            }
-            if (count == 1.0) != piece.contributors.contains(i) {
-                return Err(fail(format!(
-                    "rank {r}'s contributor set {:?} disagrees with its value on rank {i}",
-                    piece.contributors
-                )));
-            }
-        }
-        let ones = value.iter().filter(|&&c| c == 1.0).count() as u64;
-        if piece.contributors.len() != ones {
-            return Err(fail(format!(
-                "rank {r}'s contributor set {:?} names ranks its value leaves out",
-                piece.contributors
-            )));
-        }
+        let value = counted_contributions(r, piece, n).map_err(fail)?;
+        let ones = value.iter().filter(|&&c| c == 1.0).count();
         if case.collective == Collective::Bcast {
             if !(value[0] == 1.0 && ones == 1) {
                 return Err(fail(format!(
@@ -461,7 +419,7 @@ pub fn check_ftco_case(case: &FtcoCase) -> Result<FtcoOutcome, FtcoViolation> {
             }
         }
         match &first {
-            Some((other, seen)) if seen != value => {
+            Some((other, seen)) if seen.as_slice() != value => {
                 return Err(fail(format!(
                     "Consistency: ranks {other} and {r} returned different values"
                 )));
@@ -476,7 +434,7 @@ pub fn check_ftco_case(case: &FtcoCase) -> Result<FtcoOutcome, FtcoViolation> {
                     .copied()
                     .filter(|&i| value[i as usize] == 0.0)
                     .collect();
-                first = Some((r, value.clone()));
+                first = Some((r, value.to_vec()));
             }
         }
     }
@@ -495,6 +453,61 @@ pub fn check_ftco_case(case: &FtcoCase) -> Result<FtcoOutcome, FtcoViolation> {
         lost_after_finishing,
         conflicts,
     })
+}
+
+/// What a run's report alone shows wrong: bounds hit, failure notices sent to a protocol that
+/// must find crashes itself, frames rejected on a reliable network.
+fn check_report(report: &SimReport) -> Result<(), String> {
+    if report.truncated {
+        return Err(format!(
+            "Termination: the run hit the simulator's bounds at step {} after {} events",
+            report.sim_time_steps, report.events
+        ));
+    }
+    if report.notices != 0 {
+        return Err(format!(
+            "FTCO was sent {} failure notices; it must detect crashes by its own timeouts",
+            report.notices
+        ));
+    }
+    if report.rejected != 0 {
+        return Err(format!(
+            "{} frames rejected on a reliable network",
+            report.rejected
+        ));
+    }
+    Ok(())
+}
+
+/// Rank `r`'s result as one count per rank (the inputs are one-hot): each 0 or 1, and the
+/// contributor set naming exactly the ranks counted.
+fn counted_contributions(r: u32, piece: &Piece, n: u32) -> Result<&[f64], String> {
+    let Values::F64(value) = &piece.value else {
+        return Err(format!("rank {r} holds a {:?} result", piece.value));
+    };
+    if value.len() != n as usize {
+        return Err(format!("rank {r} holds {} elements", value.len()));
+    }
+    for (i, &count) in value.iter().enumerate() {
+        let i = i as u32;
+        if count != 0.0 && count != 1.0 {
+            return Err(format!("rank {r} counts rank {i}'s value {count} times"));
+        }
+        if (count == 1.0) != piece.contributors.contains(i) {
+            return Err(format!(
+                "rank {r}'s contributor set {:?} disagrees with its value on rank {i}",
+                piece.contributors
+            ));
+        }
+    }
+    let ones = value.iter().filter(|&&c| c == 1.0).count() as u64;
+    if piece.contributors.len() != ones {
+        return Err(format!(
+            "rank {r}'s contributor set {:?} names ranks its value leaves out",
+            piece.contributors
+        ));
+    }
+    Ok(value)
 }
 
 /// Aggregate of many checked seeds.
