@@ -15,6 +15,10 @@
 //!   computes.
 //! - [`env`](mod@env): what a rank reads from its environment.
 
+// The transports, and with them every FFI module and the shared-memory segment, live in
+// `ftcoll-transport`; nothing here needs `unsafe`.
+#![forbid(unsafe_code)]
+
 pub mod check;
 pub mod comm;
 pub mod control;
