@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 /// and examples that read variables of their own.
 const SOURCE_DIRS: &[&str] = &[
     "algos/src",
+    "transport/src",
     "runtime/src",
     "launcher/src",
     "tui/src",

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ftcoll_ofi_sys as sys;
 
 use super::fabric::{check, close_fid, error_text, library_error, no_object, Domain};
-use crate::transport::TransportError;
+use crate::TransportError;
 
 /// One completion, as the provider reports it.
 pub(super) type Entry = sys::fi_cq_tagged_entry;

@@ -10,7 +10,7 @@ use std::ptr::{self, NonNull};
 use ftcoll_ofi_sys as sys;
 
 use super::fabric::{check, library_error};
-use crate::transport::TransportError;
+use crate::TransportError;
 
 /// The libfabric API version the transport is written against.
 pub(super) const API_VERSION: u32 = sys::fi_version_of(1, 17);

@@ -6,7 +6,7 @@ use super::*;
 
 #[test]
 fn frames_of_every_size_round_trip_aligned() {
-    let max = crate::transport::network_max_frame_bytes();
+    let max = crate::network_max_frame_bytes();
     let sizes = [
         1,
         7,
@@ -164,7 +164,7 @@ fn registered_buffer_is_pinned_until_its_send_completes() {
 #[test]
 fn invalid_sends_are_refused() {
     let mut ts = job(2, Some("tcp"));
-    let too_big = vec![0u8; crate::transport::network_max_frame_bytes() + 1];
+    let too_big = vec![0u8; crate::network_max_frame_bytes() + 1];
     assert!(matches!(
         ts[0].send(Rank(1), &too_big),
         Err(TransportError::FrameTooLarge { .. })

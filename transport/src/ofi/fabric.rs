@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ftcoll_ofi_sys as sys;
 
 use super::info::Info;
-use crate::transport::TransportError;
+use crate::TransportError;
 
 /// libfabric's own text for an error code (either sign).
 pub(super) fn error_text(code: isize) -> String {

@@ -1,5 +1,5 @@
 //! The receive side: posted buffers of two size classes, per-source reordering by sequence
-//! number, and frames ready for [`Transport::poll_recv`](crate::transport::Transport).
+//! number, and frames ready for [`Transport::poll_recv`](crate::Transport).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use super::ops::{Refused, Status};
 use super::peer::Peer;
 use super::tag::{TagLayout, SMALL_FRAME_BYTES};
 use super::{max_frame_bytes, OfiTransport};
-use crate::transport::TransportError;
+use crate::TransportError;
 
 /// Receive buffers of [`SMALL_FRAME_BYTES`] posted at all times (2 MiB).
 const SMALL_RECVS: usize = 32;

@@ -1,6 +1,6 @@
 //! Opening a network backend (TCP, UCX, libfabric) from its kind and a few options: what the
 //! communicator and the transport benchmark share. Shared memory is opened from its inherited
-//! segment instead (see `comm`).
+//! segment instead (see `ftcoll_runtime::comm`).
 
 use std::net::IpAddr;
 use std::time::Duration;

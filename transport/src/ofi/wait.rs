@@ -1,7 +1,7 @@
 //! Blocking until there may be work: the completion queue's wait descriptor when the provider
 //! has one, short sleeps when it has not, and an eventfd for the [`Waker`].
 //!
-//! [`Waker`]: crate::transport::Waker
+//! [`Waker`]: crate::Waker
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
 
 use super::OfiTransport;
-use crate::transport::TransportError;
+use crate::TransportError;
 
 /// First sleep of an idle rank whose provider has no wait descriptor.
 pub(super) const MIN_IDLE_STEP: Duration = Duration::from_micros(50);
@@ -19,7 +19,7 @@ const MAX_IDLE_STEP: Duration = Duration::from_millis(1);
 /// Longest block while frames wait for the provider: it may free resources without signalling.
 const BACKLOG_RETRY: Duration = Duration::from_millis(1);
 
-/// The eventfd the [`Waker`](crate::transport::Waker) rings, with a flag the spin phase reads
+/// The eventfd the [`Waker`](crate::Waker) rings, with a flag the spin phase reads
 /// without a system call.
 pub(super) struct Doorbell {
     fd: OwnedFd,
@@ -77,7 +77,7 @@ impl OfiTransport {
         !self.loopback.is_empty() || self.rx.has_ready()
     }
 
-    /// [`Transport::wait`](crate::transport::Transport::wait).
+    /// [`Transport::wait`](crate::Transport::wait).
     pub(super) fn wait_for_work(
         &mut self,
         timeout: Option<Duration>,

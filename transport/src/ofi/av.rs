@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ftcoll_ofi_sys as sys;
 
 use super::fabric::{check, close_fid, no_object, Domain};
-use crate::transport::TransportError;
+use crate::TransportError;
 
 /// An open address vector, keeping its domain alive; closed on drop (after the endpoint that
 /// owns it: see `endpoint::Endpoint`).

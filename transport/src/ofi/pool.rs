@@ -7,7 +7,7 @@ use super::fabric::Domain;
 use super::max_frame_bytes;
 use super::mr::Buffer;
 use super::tag::SMALL_FRAME_BYTES;
-use crate::transport::TransportError;
+use crate::TransportError;
 
 /// Idle small send buffers kept for reuse.
 const POOL_SMALL_BUFFERS: usize = 64;

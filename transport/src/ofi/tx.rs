@@ -14,7 +14,7 @@ use super::peer::PeerState;
 use super::pool::SendPool;
 use super::tag::{Tag, SMALL_FRAME_BYTES};
 use super::OfiTransport;
-use crate::transport::{RegisteredBuffer, TransportError};
+use crate::{RegisteredBuffer, TransportError};
 
 /// Queued frames posted per call, so a long backlog cannot hold a rank in the transport.
 const MAX_POSTS_PER_CALL: usize = 512;
@@ -73,7 +73,7 @@ impl OfiTransport {
     /// Checks shared by both send paths; `Ok(false)`: discard the frame (its peer is lost).
     #[inline(always)]
     fn admit(&mut self, to: Rank, len: usize) -> Result<bool, TransportError> {
-        crate::transport::check_network_frame(to, self.size, len)?;
+        crate::check_network_frame(to, self.size, len)?;
         if self
             .peers
             .get(&to)
@@ -98,7 +98,7 @@ impl OfiTransport {
         Ok(true)
     }
 
-    /// [`Transport::send`](crate::transport::Transport::send): one copy into a pooled buffer.
+    /// [`Transport::send`](crate::Transport::send): one copy into a pooled buffer.
     #[inline]
     pub(super) fn send_copy(&mut self, to: Rank, frame: &[u8]) -> Result<(), TransportError> {
         if !self.admit(to, frame.len())? {
@@ -118,7 +118,7 @@ impl OfiTransport {
         Ok(())
     }
 
-    /// [`Transport::send_registered`](crate::transport::Transport::send_registered): straight
+    /// [`Transport::send_registered`](crate::Transport::send_registered): straight
     /// from the caller's buffer when this transport registered it, else by copy.
     pub(super) fn send_pinned(
         &mut self,
@@ -335,7 +335,7 @@ impl OfiTransport {
         }
     }
 
-    /// [`Transport::peer_failed`](crate::transport::Transport::peer_failed).
+    /// [`Transport::peer_failed`](crate::Transport::peer_failed).
     pub(super) fn forget_peer(&mut self, peer: Rank) {
         if peer.0 >= self.size || peer == self.rank {
             return;

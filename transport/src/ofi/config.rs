@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ftcoll_algos::Rank;
 
-use crate::transport::TransportError;
+use crate::TransportError;
 
 /// How to set up the libfabric transport of one rank.
 pub struct OfiConfig {
@@ -14,13 +14,13 @@ pub struct OfiConfig {
     /// Number of ranks in the job.
     pub size: u32,
     /// Looks up a peer's address: exactly the string the peer's
-    /// [`Transport::local_address`](crate::transport::Transport::local_address) returned. Called once per peer, lazily on the first send to
+    /// [`Transport::local_address`](crate::Transport::local_address) returned. Called once per peer, lazily on the first send to
     /// it; may block briefly.
     pub resolver: Box<dyn FnMut(Rank) -> Result<String, TransportError> + Send>,
     /// Provider name (e.g. `tcp`, `shm`, `tcp;ofi_rxm`); `None`: the `FI_PROVIDER` environment
     /// variable, else libfabric's first RDM provider.
     pub provider: Option<String>,
-    /// How long [`Transport::wait`](crate::transport::Transport::wait) busy-polls before blocking (zero: block at once).
+    /// How long [`Transport::wait`](crate::Transport::wait) busy-polls before blocking (zero: block at once).
     pub spin: Duration,
 }
 

@@ -32,7 +32,7 @@ pub(super) enum PeerState {
 }
 
 impl Peer {
-    /// Whether [`Transport::peer_failed`](crate::transport::Transport) was called for it.
+    /// Whether [`Transport::peer_failed`](crate::Transport) was called for it.
     pub(super) fn is_failed(&self) -> bool {
         self.state == PeerState::Failed
     }

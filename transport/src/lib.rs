@@ -6,6 +6,10 @@
 //! shared memory the receiver's inbox itself), memory can be registered for sends, and the local
 //! address is exported for bootstrap. [`backend::Backend`] is the static set of compiled-in backends; a
 //! backend that is not compiled in is a run-time error, never a silent fallback.
+//!
+//! The crate knows nothing of the rest of ftcoll beyond `ftcoll-algos` (ranks and the wire
+//! format's limits); `ftcoll-runtime` re-exports it as `ftcoll_runtime::transport`. The `ucx` and
+//! `ofi` features compile the RDMA backends (and need their system libraries and libclang).
 
 pub mod backend;
 #[cfg(feature = "ofi")]

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use memmap2::MmapRaw;
 
-use crate::transport::TransportError;
+use crate::TransportError;
 
 const SEGMENT_MAGIC: u64 = 0x6674_636f_6c6c_7368;
 const SEGMENT_VERSION: u32 = 1;

@@ -50,7 +50,7 @@ pub(super) fn killed_peer_process(provider: &str, expect_unreachable: bool) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "transport::ofi::tests::process::peer_process",
+            "ofi::tests::process::peer_process",
             "--ignored",
             "--nocapture",
             "--test-threads=1",

@@ -17,7 +17,7 @@ use super::cq::{self, Read};
 use super::endpoint::{Endpoint, Posted};
 use super::fabric::Domain;
 use super::mr::{Buffer, MemoryRegion, UserRegistration};
-use crate::transport::{PinnedBuffer, TransportError};
+use crate::{PinnedBuffer, TransportError};
 
 /// Completion entries read per `fi_cq_read`.
 const READ_BATCH: usize = 64;

@@ -1,5 +1,5 @@
 //! Memory registration: regions from `fi_mr_reg`, buffers that own their memory and its
-//! region, and the registration behind [`Transport::register`](crate::transport::Transport).
+//! region, and the registration behind [`Transport::register`](crate::Transport).
 
 #![allow(unsafe_code)]
 
@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use ftcoll_ofi_sys as sys;
 
 use super::fabric::{check, close_fid, no_object, Domain};
-use crate::transport::{Registration, TransportError};
+use crate::{Registration, TransportError};
 
 /// A registered memory region, keeping its domain alive; deregistered on drop. It records
 /// only the address it covers: whoever creates one guarantees the memory outlives every
@@ -165,7 +165,7 @@ impl Buffer {
 /// memory outlives every operation using the region. The region may outlive the memory (if the
 /// last owner drops the memory first); that is harmless, since nothing posts with it then.
 ///
-/// [`Transport::register`]: crate::transport::Transport::register
+/// [`Transport::register`]: crate::Transport::register
 pub(super) struct UserRegistration {
     region: Option<MemoryRegion>,
     graveyard: Arc<Graveyard>,

@@ -312,7 +312,7 @@ fn unsafe_free_borrow(seg: &Segment) -> std::os::fd::BorrowedFd<'_> {
 }
 
 /// Round-trip time of one small frame between two spinning threads, transport only: the floor
-/// under an allreduce at n = 2. Run with `cargo test --release -p ftcoll-runtime -- --ignored
+/// under an allreduce at n = 2. Run with `cargo test --release -p ftcoll-transport -- --ignored
 /// --nocapture ping_pong`.
 #[test]
 #[ignore = "a measurement, not a check"]

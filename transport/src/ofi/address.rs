@@ -2,7 +2,7 @@
 
 use ftcoll_algos::Rank;
 
-use crate::transport::TransportError;
+use crate::TransportError;
 
 /// Lower-case hexadecimal of `bytes`.
 pub(super) fn hex_encode(bytes: &[u8]) -> String {

@@ -20,7 +20,7 @@
 //! discards a frame. Providers whose addresses are not TCP listeners (verbs, efa, shm, ...)
 //! get no check: there such frames wait for [`Transport::peer_failed`].
 //!
-//! [`Transport::peer_failed`]: crate::transport::Transport::peer_failed
+//! [`Transport::peer_failed`]: crate::Transport::peer_failed
 
 use std::collections::BTreeMap;
 use std::io;

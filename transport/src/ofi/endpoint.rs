@@ -13,7 +13,7 @@ use super::av::AddressVector;
 use super::cq::CompletionQueue;
 use super::fabric::{check, close_fid, library_error, no_object, Domain};
 use super::info::Info;
-use crate::transport::TransportError;
+use crate::TransportError;
 
 /// What posting an operation did.
 #[derive(Debug)]
