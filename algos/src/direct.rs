@@ -37,11 +37,37 @@ pub const DIRECT_MAX_BYTES: usize = 256;
 /// The one message kind: a rank's input.
 const KIND_INPUT: u8 = 1;
 
+/// Where a job's ranks run, as far as the choice of algorithm cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Every rank of the node has a core of its own.
+    OwnCores,
+    /// More ranks than cores on the node: ranks take turns on a core.
+    Oversubscribed,
+}
+
+impl Placement {
+    /// The placement of `ranks` ranks on a node of `cores` cores.
+    pub fn of(ranks: u32, cores: u32) -> Placement {
+        if ranks > cores {
+            Placement::Oversubscribed
+        } else {
+            Placement::OwnCores
+        }
+    }
+}
+
 /// Whether the library's allreduce should run `size` ranks reducing `bytes` bytes as a direct
-/// exchange rather than by recursive doubling. At two ranks both are the same single exchange,
-/// and recursive doubling keeps less state.
-pub fn prefer_direct(size: u32, bytes: usize) -> bool {
-    (3..=DIRECT_MAX_RANKS).contains(&size) && bytes <= DIRECT_MAX_BYTES
+/// exchange rather than by recursive doubling.
+///
+/// Measured (docs/performance.md): with a core per rank, recursive doubling's log2(N) exchanges
+/// beat the direct exchange's N - 1 incoming frames at every N from 3 to 16; oversubscribed, the direct exchange wins, because it needs one turn on a
+/// core per operation where recursive doubling waits on a chain of descheduled peers. At two
+/// ranks both are the same single exchange, and recursive doubling keeps less state.
+pub fn prefer_direct(size: u32, bytes: usize, placement: Placement) -> bool {
+    placement == Placement::Oversubscribed
+        && (3..=DIRECT_MAX_RANKS).contains(&size)
+        && bytes <= DIRECT_MAX_BYTES
 }
 
 /// Configuration of one direct-exchange instance.

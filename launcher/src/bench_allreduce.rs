@@ -138,9 +138,12 @@ fn ftcoll_latency(algo: &'static str, n: u32, iters: u32, warmup: u32) -> anyhow
     ftcoll_run(&FtcollCase::plain("ftcoll", algo), n, iters, warmup)
 }
 
-/// The algorithm `Communicator::allreduce` runs for an 8-byte vector at `n` ranks.
+/// The algorithm `Communicator::allreduce` runs for an 8-byte vector at `n` ranks on this
+/// machine (the same rule, on the cores this process may use).
 fn library_pick(n: u32) -> &'static str {
-    if ftcoll_algos::direct::prefer_direct(n, 8) {
+    use ftcoll_algos::direct::{prefer_direct, Placement};
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get() as u32);
+    if prefer_direct(n, 8, Placement::of(n, cores)) {
         "direct"
     } else {
         "rdb"

@@ -24,6 +24,7 @@
 //! | `FTCOLL_FAULTS` | scripted faults of the job, hex of their binary form ([`encode_faults`]) |
 //! | `FTCOLL_ERA_TREE` | the agreement tree of `agree` and `shrink` (`bin`, `star`, `string`, `X/Y`; default `bin`) |
 //! | `FTCOLL_OP_TIMEOUT_MS` | a rank's time limit for one collective, in ms (default 600 000) |
+//! | `FTCOLL_SMALL_ALLREDUCE` | `auto`, `rdb` or `direct`: the small allreduce ([`SmallAllreduce`]) |
 //! | `FTCOLL_BIND` | `core`: pin each rank to the (`rank` mod k)-th of the k cores it may run on (the launcher sets it unless it is set; `none` keeps ranks free) |
 //! | `FTCOLL_SHM_LANE_BYTES` | (launcher) ring bytes per shared-memory lane (a power of two, at least 256) |
 //! | `FTCOLL_LOG` | log filter (tracing EnvFilter syntax); logs go to stderr |
@@ -68,6 +69,20 @@ pub struct RankEnv {
     pub telemetry: Option<Duration>,
     /// Scripted faults.
     pub faults: Vec<FaultSpec>,
+    /// `FTCOLL_SMALL_ALLREDUCE`: the user's choice of the small allreduce, over the measured one.
+    pub small_allreduce: SmallAllreduce,
+}
+
+/// Which algorithm `Communicator::allreduce` runs for small vectors and groups.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SmallAllreduce {
+    /// The measured choice: the direct exchange only on an oversubscribed node.
+    #[default]
+    Auto,
+    /// Recursive doubling always.
+    Rdb,
+    /// The direct exchange wherever its size limits allow.
+    Direct,
 }
 
 /// A missing or malformed variable.
@@ -210,6 +225,18 @@ impl RankEnv {
                 ms => Some(Duration::from_millis(ms)),
             },
             faults,
+            small_allreduce: match lookup("FTCOLL_SMALL_ALLREDUCE").as_deref() {
+                None | Some("auto") => SmallAllreduce::Auto,
+                Some("rdb") => SmallAllreduce::Rdb,
+                Some("direct") => SmallAllreduce::Direct,
+                Some(other) => {
+                    return Err(invalid(
+                        "FTCOLL_SMALL_ALLREDUCE",
+                        other,
+                        "expected auto, rdb or direct",
+                    ))
+                }
+            },
             ofi_provider: lookup("FTCOLL_OFI_PROVIDER").filter(|p| !p.is_empty()),
         })
     }

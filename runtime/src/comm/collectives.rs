@@ -5,7 +5,9 @@ use ftcoll_algos::corrected::{
     AllreduceConfig, BcastConfig, CorrectedAllreduce, CorrectedBcast, CorrectedReduce, Correction,
     FailureInfo, ReduceConfig,
 };
-use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig};
+use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig, Placement};
+
+use crate::env::SmallAllreduce;
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp, ValuesRef};
 
@@ -45,12 +47,24 @@ pub struct Outcome {
 }
 
 impl Communicator {
-    /// Allreduce of `data` in place: a direct exchange for small groups and vectors (see
-    /// [`ftcoll_algos::direct`]), recursive doubling otherwise. Fails with
+    /// Allreduce of `data` in place: a direct exchange for small groups and vectors on an
+    /// oversubscribed node (see [`ftcoll_algos::direct::prefer_direct`]; `FTCOLL_SMALL_ALLREDUCE`
+    /// overrides), recursive doubling otherwise. Fails with
     /// [`CommError::PeerFailed`] when a rank fails during it: neither is fault tolerant; the
     /// fault-tolerant algorithms return the ranks they excluded instead.
     pub fn allreduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<Outcome, CommError> {
-        if prefer_direct(self.size(), std::mem::size_of_val(data)) {
+        let direct = match self.env.small_allreduce {
+            SmallAllreduce::Auto => {
+                prefer_direct(self.size(), std::mem::size_of_val(data), self.placement)
+            }
+            SmallAllreduce::Direct => prefer_direct(
+                self.size(),
+                std::mem::size_of_val(data),
+                Placement::Oversubscribed,
+            ),
+            SmallAllreduce::Rdb => false,
+        };
+        if direct {
             self.allreduce_direct(data, op)
         } else {
             self.allreduce_rdb(data, op)

@@ -1,6 +1,7 @@
 //! Joining the job: the transport, the control plane, the scripted faults and the settings a
 //! rank reads from its environment.
 
+use ftcoll_algos::direct::Placement;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -93,6 +94,9 @@ impl Communicator {
         let transport = open_transport(&env, &control_cell)?;
         let control = Arc::new(ControlClient::connect(&env, &transport.local_address())?);
         let _ = control_cell.set(Arc::clone(&control));
+        // Cores this process may use, read before pinning narrows the mask to one.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let placement = Placement::of(env.ranks_per_node.min(env.size), cores);
         if std::env::var("FTCOLL_BIND").is_ok_and(|v| v == "core") {
             bind_to_core(env.rank);
         }
@@ -122,6 +126,7 @@ impl Communicator {
             agreements: 0,
             acked: RankSet::default(),
             members: None,
+            placement,
             era_topology,
             result_scratch: Vec::new(),
             rdb: None,

@@ -58,6 +58,8 @@ pub struct Communicator {
     acked: RankSet,
     /// Members (world ranks, increasing) after a shrink.
     members: Option<Vec<u32>>,
+    /// Whether this node's ranks each have a core, which decides the small allreduce.
+    placement: ftcoll_algos::direct::Placement,
     era_topology: EraTopology,
     /// Where a finished collective writes its result before it is copied into the caller's
     /// vector: reused, so that a loop of small collectives does not allocate for it.
