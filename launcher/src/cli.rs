@@ -92,7 +92,7 @@ pub enum Command {
     Agent(crate::cluster::agent::AgentArgs),
     /// One side of `bench transport`.
     #[command(name = "__pingpong", hide = true)]
-    PingPong(crate::bench_transport::PingPongArgs),
+    PingPong(crate::bench::transport::PingPongArgs),
 }
 
 /// Flags of `ftcoll-launch experiment`.

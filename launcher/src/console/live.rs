@@ -87,7 +87,7 @@ pub struct LiveConsole {
     /// Samples taken in so far.
     samples_in: u64,
     /// Benchmark mode: the measuring window, after which the job stops.
-    bench: Option<super::bench::BenchWindow>,
+    bench: Option<super::window::BenchWindow>,
     /// When the keyboard was last read.
     last_keys: Option<Instant>,
 }
@@ -128,7 +128,7 @@ impl LiveConsole {
         info: JobInfo,
         inputs: Inputs,
         telemetry: bool,
-        window: super::bench::BenchWindow,
+        window: super::window::BenchWindow,
     ) -> LiveConsole {
         let mut console = LiveConsole::new(info, inputs, None);
         console.telemetry = telemetry;

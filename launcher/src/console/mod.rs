@@ -6,10 +6,10 @@
 //! live rank finished the previous one and a short hold has passed, or at once on `n`), so there
 //! is always something converging to watch.
 
-pub mod bench;
 pub mod live;
 mod reference;
 pub mod sim;
+pub mod window;
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,5 +1,11 @@
 //! `ftcoll-launch bench`: performance measurements reported as medians.
 
+pub mod allreduce;
+pub mod console;
+pub mod era;
+pub mod ftco;
+pub mod transport;
+
 use std::fs;
 
 use anyhow::{bail, Context};
@@ -26,12 +32,12 @@ struct SimBenchJson {
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     match args.name.as_str() {
         "sim" => bench_sim(args),
-        "allreduce" => crate::bench_allreduce::run(args),
-        "corrected" => crate::bench_allreduce::run_corrected(args),
-        "era" => crate::bench_era::run(args),
-        "ftco" => crate::bench_ftco::run(args),
-        "console" => crate::console::bench::run(args),
-        "transport" => crate::bench_transport::run(args),
+        "allreduce" => allreduce::run(args),
+        "corrected" => allreduce::run_corrected(args),
+        "era" => era::run(args),
+        "ftco" => ftco::run(args),
+        "console" => console::run(args),
+        "transport" => transport::run(args),
         other => {
             bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected, era, ftco, console, transport")
         }

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::cli::{BenchArgs, Cli};
 
-const MPI_SOURCE: &str = include_str!("../bench/mpi_allreduce.c");
+const MPI_SOURCE: &str = include_str!("../../bench/mpi_allreduce.c");
 /// Most timed operations per size (each rank keeps one time per operation).
 const MAX_ITERS: u32 = 10_000_000;
 /// Longest one measurement may take before it is abandoned.
