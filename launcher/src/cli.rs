@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use ftcoll_algos::registry::{Algorithm, Runs};
+use ftcoll_launcher::text::options::parse_algorithm;
 
 /// Text after the flag list: the algorithm table and the fault syntax.
 pub fn after_help() -> String {
@@ -56,13 +57,6 @@ pub fn algorithm_table() -> String {
         text.push_str(&format!("  {:<20} {}{}\n", d.name, d.summary, runs));
     }
     text
-}
-
-/// `--algo NAME`, parsed once here into the registry's type.
-pub fn parse_algorithm(name: &str) -> Result<Algorithm, String> {
-    Algorithm::from_name(name).ok_or_else(|| {
-        format!("unknown algorithm '{name}'; see the table in --help (e.g. --algo rdb)")
-    })
 }
 
 /// ftcoll-launch: fault-tolerant collectives, simulated or on real ranks.

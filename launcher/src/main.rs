@@ -8,6 +8,7 @@ mod cli;
 mod cluster;
 mod console;
 mod experiments;
+mod leftovers;
 mod live;
 mod report;
 mod run;

@@ -164,10 +164,6 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     Ok((spec, config))
 }
 
-/// Message latency f_ETA assumes on real ranks over shared memory or TCP on one machine.
-const LIVE_ETA_LATENCY_NS: u64 = 50_000;
-/// Per-message overhead f_ETA assumes on real ranks.
-const LIVE_ETA_OVERHEAD_NS: u64 = 5_000;
 /// Default detection timeout on real ranks.
 const LIVE_DETECT_TIMEOUT: &str = "100ms";
 
@@ -197,42 +193,21 @@ pub fn ftco_options(args: &RunArgs, sim: bool) -> anyhow::Result<FtcoOptions> {
             service,
             ..FtcoOptions::default()
         }),
-        (false, FaultTime::Nanos(nanos)) if nanos > 0 => Ok(live_ftco_options(
-            shape,
-            args.ftco_roots,
-            std::time::Duration::from_nanos(nanos),
-            service,
-            args.ftco_fixed_timeout,
-        )),
+        (false, FaultTime::Nanos(nanos)) if nanos > 0 => {
+            Ok(crate::live::rank_main::live_ftco_options(
+                shape,
+                args.ftco_roots,
+                std::time::Duration::from_nanos(nanos),
+                service,
+                args.ftco_fixed_timeout,
+            ))
+        }
         (true, _) => {
             bail!("--detect-timeout in the simulator is a positive number of steps, e.g. 40")
         }
         (false, _) => {
             bail!("--detect-timeout on real ranks is a positive time with its unit, e.g. 100ms")
         }
-    }
-}
-
-/// The FTCO options of real ranks: times in nanoseconds, f_ETA's costs those of one machine.
-pub fn live_ftco_options(
-    shape: ftcoll_algos::topology::TreeShape,
-    roots: u32,
-    detect_timeout: std::time::Duration,
-    service: ftcoll_algos::ftco::ServiceDistance,
-    fixed_timeout: bool,
-) -> FtcoOptions {
-    use ftcoll_algos::time::Duration as Ticks;
-    FtcoOptions {
-        shape,
-        roots: roots.max(1),
-        detect_timeout: Ticks(u64::try_from(detect_timeout.as_nanos()).unwrap_or(u64::MAX)),
-        fixed_timeout,
-        costs: ftcoll_algos::ftco::LogP {
-            latency: Ticks(LIVE_ETA_LATENCY_NS),
-            overhead: Ticks(LIVE_ETA_OVERHEAD_NS),
-        },
-        service,
-        ..FtcoOptions::default()
     }
 }
 

@@ -245,7 +245,7 @@ impl Drop for Killed {
         }
         let _ = self.0.kill();
         let _ = self.0.wait();
-        crate::live::remove_provider_shm_files(self.0.id());
+        crate::leftovers::remove_provider_shm_files(self.0.id());
     }
 }
 

@@ -16,7 +16,8 @@ use ftcoll_tui::{
     App, Command, JobInfo, LogEntry, LogKind, RankDetail, RankState, TerminalSession, Update,
 };
 
-use super::{op_seed, Reference, FRAME_INTERVAL, HOLD};
+use super::{Reference, FRAME_INTERVAL, HOLD};
+use crate::live::op_seed;
 
 /// Longest wait before a key press is seen.
 const KEY_POLL: Duration = Duration::from_millis(10);

@@ -52,22 +52,6 @@ pub fn wanted(args: &RunArgs) -> bool {
         && std::io::stdin().is_terminal()
 }
 
-/// The seed of operation `op`'s inputs: operation 0 uses the job's seed (so a one-operation
-/// job draws what the headless job draws), later ones fresh inputs.
-pub fn op_seed(seed: u64, op: u64) -> u64 {
-    if op == 0 {
-        seed
-    } else {
-        seed ^ op.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-}
-
-/// Status-sample period of each rank for a job of `n` ranks: 100 ms up to 400 ranks, then
-/// longer so that the launcher takes in at most about 4,000 samples a second.
-pub fn telemetry_period(n: u32) -> Duration {
-    Duration::from_millis((u64::from(n) / 4).clamp(100, 1000))
-}
-
 /// Bits a flip may target in the job's values.
 pub fn value_bits(args: &RunArgs) -> u32 {
     let single = match args.precision.as_deref() {
@@ -80,27 +64,5 @@ pub fn value_bits(args: &RunArgs) -> u32 {
         32
     } else {
         64
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn telemetry_intake_is_bounded() {
-        for n in [1, 16, 400, 4096, 1 << 20] {
-            let per_second = f64::from(n) / telemetry_period(n).as_secs_f64();
-            assert!(per_second <= 4096.0 + 1.0 || n > 4096, "{n}: {per_second}");
-        }
-        assert_eq!(telemetry_period(16), Duration::from_millis(100));
-        assert_eq!(telemetry_period(4096), Duration::from_millis(1000));
-    }
-
-    #[test]
-    fn operation_zero_keeps_the_job_seed() {
-        assert_eq!(op_seed(7, 0), 7);
-        assert_ne!(op_seed(7, 1), 7);
-        assert_ne!(op_seed(7, 1), op_seed(7, 2));
     }
 }

@@ -15,8 +15,9 @@ use ftcoll_tui::{
     App, Command, JobInfo, LogEntry, LogKind, RankDetail, RankState, TerminalSession, Update,
 };
 
-use super::{op_seed, Reference, FRAME_INTERVAL, HOLD};
+use super::{Reference, FRAME_INTERVAL, HOLD};
 use crate::cli::RunArgs;
+use crate::live::op_seed;
 
 type Stepped = Simulation<Box<dyn Protocol + Send>>;
 

@@ -208,7 +208,7 @@ pub fn run_with_console(
         faults: ftcoll_runtime::env::encode_faults(&spec.faults),
         ofi_provider: args.ofi_provider.clone(),
         telemetry_ms: if console.as_ref().is_some_and(|c| c.telemetry()) {
-            crate::console::telemetry_period(n).as_millis() as u64
+            telemetry_period(n).as_millis() as u64
         } else {
             0
         },
@@ -392,6 +392,12 @@ pub fn run_with_console(
         timed_out,
         unfinished: state.ranks.iter().filter(|r| !r.finished).count() as u32,
     })
+}
+
+/// Status-sample period of each rank for a job of `n` ranks: 100 ms up to 400 ranks, then
+/// longer so that the launcher takes in at most about 4,000 samples a second.
+pub fn telemetry_period(n: u32) -> Duration {
+    Duration::from_millis((u64::from(n) / 4).clamp(100, 1000))
 }
 
 /// Faults the launcher applies (from outside the ranks), with their times after wire-up.
@@ -803,7 +809,7 @@ impl Loop {
         };
         slot.exited = true;
         if self.sweep_provider_shm {
-            super::spawn::remove_provider_shm_files(slot.pid);
+            crate::leftovers::remove_provider_shm_files(slot.pid);
         }
         if let Some(pidfd) = slot.pidfd.take() {
             let _ = poll
@@ -1028,7 +1034,7 @@ impl Loop {
             if let Some(child) = slot.child.as_mut() {
                 let _ = child.wait();
                 if self.sweep_provider_shm {
-                    super::spawn::remove_provider_shm_files(slot.pid);
+                    crate::leftovers::remove_provider_shm_files(slot.pid);
                 }
             }
             slot.exited = true;
@@ -1135,5 +1141,20 @@ impl crate::console::live::JobHandle for Loop {
         self.ranks
             .get(rank as usize)
             .is_some_and(|r| r.fenced.is_some() && !r.exited)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn telemetry_intake_is_bounded() {
+        for n in [1, 16, 400, 4096, 1 << 20] {
+            let per_second = f64::from(n) / telemetry_period(n).as_secs_f64();
+            assert!(per_second <= 4096.0 + 1.0 || n > 4096, "{n}: {per_second}");
+        }
+        assert_eq!(telemetry_period(16), Duration::from_millis(100));
+        assert_eq!(telemetry_period(4096), Duration::from_millis(1000));
     }
 }
