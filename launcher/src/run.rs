@@ -10,8 +10,12 @@ use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::faults::FaultSpec;
 use ftcoll_runtime::job::{simulate, Algorithm, GossipOptions, JobError, JobSpec, Kind};
 use ftcoll_runtime::sim::{CostModel, DetectorModel, InputKind, SimConfig, SimReport};
+use ftcoll_tui::JobInfo;
 
 use crate::cli::RunArgs;
+use crate::cluster::{Cluster, ClusterOptions};
+use crate::console::live::Inputs;
+use crate::live::{BuiltinJob, Expected, LaunchOptions, LiveSpec};
 use crate::report::RunJson;
 
 /// The operator and input distribution the flags name (simulated and real runs alike).
@@ -237,10 +241,11 @@ fn parse_detector(text: &str) -> anyhow::Result<DetectorModel> {
 
 /// Runs the job the flags describe.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    if crate::console::wanted(args) {
+    if console_wanted(args) {
         let args = &console_args(args);
         if args.sim {
-            return crate::console::sim::run(args);
+            let (spec, config) = job_from_args(args)?;
+            return crate::console::sim::run(spec, config, value_bits(args));
         }
         return run_live(args, true);
     }
@@ -285,6 +290,87 @@ fn console_args(args: &RunArgs) -> RunArgs {
     }
     args.ops = u64::MAX;
     args
+}
+
+/// Whether a run with these flags opens the console: the built-in job (not a user program),
+/// with a terminal on both ends and no `--no-tui`.
+fn console_wanted(args: &RunArgs) -> bool {
+    {
+        use std::io::IsTerminal;
+        !args.no_tui
+            && args.program.is_empty()
+            && std::io::stdout().is_terminal()
+            && std::io::stdin().is_terminal()
+    }
+}
+
+/// Bits a flip may target in the job's values.
+fn value_bits(args: &RunArgs) -> u32 {
+    let single = match args.precision.as_deref() {
+        Some("f32") => true,
+        Some(_) => false,
+        // The round-based gossip of 000 Sec. 6 keeps single precision by default.
+        None => args.algo().is_round_based_gossip(),
+    };
+    if single {
+        32
+    } else {
+        64
+    }
+}
+
+/// How the launcher starts and watches the ranks, from the flags.
+pub fn launch_options(args: &RunArgs) -> LaunchOptions {
+    let (heartbeat_ms, suspect_ms) = if args.aggressive_detector {
+        (25, 100)
+    } else {
+        (args.heartbeat_ms, args.suspect_ms)
+    };
+    LaunchOptions {
+        n: args.n,
+        bind: args.bind.clone(),
+        heartbeat_ms,
+        suspect_ms,
+        ranks_per_node: args.ranks_per_node,
+        era_tree: args.era_tree.clone(),
+        ofi_provider: args.ofi_provider.clone(),
+        timeout_s: args.timeout_s,
+    }
+}
+
+/// Where the ranks may run, from the flags.
+fn cluster_options(args: &RunArgs) -> ClusterOptions {
+    ClusterOptions {
+        n: args.n,
+        hostfile: args.hostfile.clone(),
+        ranks_per_node: args.ranks_per_node,
+        no_slurm: args.no_slurm,
+    }
+}
+
+/// What the console shows of a real job, and how its ranks draw their inputs.
+fn console_job(
+    args: &RunArgs,
+    spec: &LiveSpec,
+    op: ReduceOp,
+    input: InputKind,
+) -> (JobInfo, Inputs) {
+    let info = JobInfo {
+        algo: args.algo().name().to_string(),
+        n: args.n,
+        transport: spec.transport.name().to_string(),
+        simulated: false,
+        value_bits: value_bits(args),
+        ranks_per_node: args.ranks_per_node.unwrap_or(args.n).clamp(1, args.n),
+        seed: args.seed,
+    };
+    let inputs = Inputs {
+        op,
+        kind: input,
+        len: args.len,
+        seed: args.seed,
+    };
+    (info, inputs)
 }
 
 fn print_summary(spec: &JobSpec, report: &SimReport) {
@@ -340,12 +426,10 @@ fn print_summary(spec: &JobSpec, report: &SimReport) {
 
 /// A job on real rank processes, watched by the console if `console`.
 fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
-    use crate::live::{BuiltinJob, LiveSpec};
-
     if args.n == 0 {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }
-    let cluster = crate::cluster::Cluster::detect(args)?;
+    let cluster = Cluster::detect(&cluster_options(args))?;
     let transport = ftcoll_runtime::transport::choose(&args.transport, cluster.is_none())
         .map_err(transport_flag_error)?;
     let faults = args
@@ -361,7 +445,7 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
     }
     if let Some((program, program_args)) = args.program.split_first() {
         let spec = LiveSpec {
-            args,
+            launch: launch_options(args),
             program: program.clone(),
             program_args: program_args.to_vec(),
             builtin: false,
@@ -411,7 +495,8 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
     };
     let spec = builtin_spec(args, transport, faults, console)?;
     if console {
-        return crate::console::live::run(&spec, op, input);
+        let (info, inputs) = console_job(args, &spec, op, input);
+        return crate::console::live::run(&spec, info, inputs);
     }
     let outcome = crate::live::run(&spec)?;
     let job = BuiltinJob {
@@ -432,13 +517,11 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
         },
         expected: match algo.kind() {
             Kind::Corrected(Collective::Bcast) | Kind::Ftco(Collective::Bcast) => {
-                crate::live::Expected::RootInput
+                Expected::RootInput
             }
-            Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement => {
-                crate::live::Expected::SurvivorsAggregate
-            }
-            Kind::Gossip { .. } => crate::live::Expected::Survivors,
-            Kind::RecursiveDoubling { .. } | Kind::Direct => crate::live::Expected::Aggregate,
+            Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement => Expected::SurvivorsAggregate,
+            Kind::Gossip { .. } => Expected::Survivors,
+            Kind::RecursiveDoubling { .. } | Kind::Direct => Expected::Aggregate,
         },
         eps: is_gossip.then(|| {
             let mut spec = JobSpec::new(algo, args.n);
@@ -461,18 +544,16 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
 
 /// The built-in job on real ranks: this program, started N times in rank mode with the flags'
 /// algorithm and options (`--paced` under the console).
-pub fn builtin_spec(
+fn builtin_spec(
     args: &RunArgs,
     transport: ftcoll_runtime::transport::TransportKind,
     faults: Vec<FaultSpec>,
     console: bool,
-) -> anyhow::Result<crate::live::LiveSpec<'_>> {
-    use crate::live::LiveSpec;
-
+) -> anyhow::Result<LiveSpec> {
     let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
     Ok(LiveSpec {
-        cluster: crate::cluster::Cluster::detect(args)?,
-        args,
+        cluster: Cluster::detect(&cluster_options(args))?,
+        launch: launch_options(args),
         program: exe.to_string_lossy().into_owned(),
         program_args: vec![
             "__rank".into(),
@@ -560,5 +641,23 @@ fn transport_flag_error(error: ftcoll_runtime::transport::TransportError) -> any
             "transport {kind} is not compiled into this build; rebuild with `cargo build --release --features {kind}` (see docs/clusters.md) or use --transport shm or tcp"
         ),
         other => other.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// Benchmarks start jobs from `LaunchOptions::local`: it must say what the flags say.
+    #[test]
+    fn local_launch_options_are_the_flag_defaults() {
+        let cli = crate::cli::Cli::parse_from(["ftcoll-launch", "-n", "7"]);
+        assert_eq!(launch_options(&cli.run), LaunchOptions::local(7));
+        let aggressive =
+            crate::cli::Cli::parse_from(["ftcoll-launch", "-n", "7", "--aggressive-detector"]);
+        let options = launch_options(&aggressive.run);
+        assert_eq!((options.heartbeat_ms, options.suspect_ms), (25, 100));
     }
 }

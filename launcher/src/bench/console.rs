@@ -12,12 +12,13 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
 use serde::Serialize;
 
-use crate::cli::{BenchArgs, Cli};
+use super::BenchArgs;
+use crate::cluster::{Cluster, ClusterOptions};
 use crate::console::live::{Inputs, LiveConsole};
 use crate::console::window::BenchWindow;
+use crate::live::{LaunchOptions, LiveSpec};
 
 #[derive(Serialize)]
 struct Row {
@@ -79,25 +80,45 @@ fn one_run(n: u32, console: bool, args: &BenchArgs) -> anyhow::Result<(f64, f64)
     // an overloaded machine fencing ranks.
     let period_ms = 20 * (u64::from(n) / 256).max(1);
     let period = format!("{period_ms}ms");
-    let argv = [
-        "ftcoll-launch",
-        "-n",
-        &n.to_string(),
-        "--no-tui",
+    let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
+    // The console's job as `ftcoll-launch -n N --algo pfcc --gossip-period P` starts it under
+    // the console (paced, operations until stopped); the ranks' other flags keep their defaults.
+    let program_args = [
+        "__rank",
         "--algo",
         "pfcc",
+        "--op",
+        "sum",
+        "--input",
+        "uniform",
+        "--len",
+        "1",
+        "--seed",
+        "1",
+        "--ops",
+        &u64::MAX.to_string(),
+        "--paced",
         "--gossip-period",
         &period,
-        "--suspect-ms",
-        "30000",
-        "--timeout-s",
-        "600",
-    ];
-    let cli = Cli::try_parse_from(argv)?;
-    let mut run_args = cli.run;
-    run_args.ops = u64::MAX;
-    let transport = ftcoll_runtime::transport::TransportKind::Shm;
-    let spec = crate::run::builtin_spec(&run_args, transport, Vec::new(), true)?;
+    ]
+    .map(String::from)
+    .to_vec();
+    let spec = LiveSpec {
+        launch: LaunchOptions {
+            suspect_ms: 30_000,
+            timeout_s: 600,
+            ..LaunchOptions::local(n)
+        },
+        program: exe.to_string_lossy().into_owned(),
+        program_args,
+        builtin: true,
+        transport: ftcoll_runtime::transport::TransportKind::Shm,
+        faults: Vec::new(),
+        cluster: Cluster::detect(&ClusterOptions {
+            n,
+            ..ClusterOptions::default()
+        })?,
+    };
     let info = ftcoll_tui::JobInfo {
         algo: "pfcc".into(),
         n,

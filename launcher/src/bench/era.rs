@@ -23,7 +23,7 @@ use super::allreduce::{
     ftcoll_run, ftcoll_timings, parse_sizes, run_bounded, slowest_per_op, tempdir, FtcollCase,
     Latency,
 };
-use crate::cli::BenchArgs;
+use super::BenchArgs;
 
 const ULFM_SOURCE: &str = include_str!("../../bench/ulfm_agree.c");
 
@@ -259,22 +259,13 @@ fn result_fields(
     Ok(fields)
 }
 
-/// ftcoll's launcher flags for the agreement tree.
-fn tree_args(args: &BenchArgs) -> Vec<String> {
-    vec![
-        "--era-tree".into(),
-        args.era_tree.clone(),
-        "--ranks-per-node".into(),
-        args.ranks_per_node.to_string(),
-    ]
-}
-
 /// One ftcoll failure run of `victims` at `n` ranks.
 fn ftcoll_failure(args: &BenchArgs, n: u32, victims: &[u32]) -> anyhow::Result<FailureFigures> {
     let case = FtcollCase {
         dead: victims.to_vec(),
         dies_at_op: u64::from(args.warmup),
-        launcher_args: tree_args(args),
+        era_tree: Some(args.era_tree.clone()),
+        ranks_per_node: Some(args.ranks_per_node),
         rank_args: vec!["--bench-failure".into()],
         ..FtcollCase::plain("ftcoll", "era-agree")
     };
@@ -330,7 +321,8 @@ fn failure_row(
 /// machine's slow spells fall on all alike; each figure is the median of the runs' figures.
 fn latency_rows(args: &BenchArgs, ulfm: Option<&Ulfm>, n: u32) -> anyhow::Result<Vec<Latency>> {
     let era = FtcollCase {
-        launcher_args: tree_args(args),
+        era_tree: Some(args.era_tree.clone()),
+        ranks_per_node: Some(args.ranks_per_node),
         ..FtcollCase::plain("era", "era-agree")
     };
     let rdb = FtcollCase::plain("rdb", "rdb");

@@ -21,7 +21,7 @@ use ftcoll_algos::Rank;
 use serde::Serialize;
 
 use super::allreduce::{ftcoll_timings, parse_sizes, FtcollCase};
-use crate::cli::BenchArgs;
+use super::BenchArgs;
 
 /// Warm-up operations before the faulty one (they also start every rank's transport).
 const WARMUP: u32 = 20;

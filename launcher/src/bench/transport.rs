@@ -21,7 +21,7 @@ use ftcoll_runtime::transport::open::{open_network, NetworkOptions};
 use ftcoll_runtime::transport::{Transport, TransportKind};
 use serde::Serialize;
 
-use crate::cli::BenchArgs;
+use super::BenchArgs;
 
 /// Bytes per message, as in the figure.
 const MESSAGE_BYTES: usize = 8;

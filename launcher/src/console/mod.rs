@@ -11,13 +11,10 @@ mod reference;
 pub mod sim;
 pub mod window;
 
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use reference::Reference;
-
-use crate::cli::RunArgs;
 
 /// The algorithm the console runs when none is given: Push-Flow with cooperative correction
 /// converges visibly and survives crashes, failed links and bit flips (000 Sec. 4).
@@ -41,28 +38,4 @@ pub fn owns_terminal() -> bool {
 /// Marks the terminal as the console's (or not).
 pub fn set_owns_terminal(owned: bool) {
     CONSOLE_OWNS_TERMINAL.store(owned, Ordering::Relaxed);
-}
-
-/// Whether a run with these flags opens the console: the built-in job (not a user program),
-/// with a terminal on both ends and no `--no-tui`.
-pub fn wanted(args: &RunArgs) -> bool {
-    !args.no_tui
-        && args.program.is_empty()
-        && std::io::stdout().is_terminal()
-        && std::io::stdin().is_terminal()
-}
-
-/// Bits a flip may target in the job's values.
-pub fn value_bits(args: &RunArgs) -> u32 {
-    let single = match args.precision.as_deref() {
-        Some("f32") => true,
-        Some(_) => false,
-        // The round-based gossip of 000 Sec. 6 keeps single precision by default.
-        None => args.algo().is_round_based_gossip(),
-    };
-    if single {
-        32
-    } else {
-        64
-    }
 }

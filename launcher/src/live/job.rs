@@ -19,8 +19,8 @@ use mio::{Events, Interest, Poll, Token};
 use super::report::{FailureRecord, LiveOutcome};
 use super::server::{failure_notice, Conn, JobShape, Refusal, Request};
 use super::spawn::{raise_fd_limit, random_bytes, spawn_rank, JobEnv};
-use crate::cli::RunArgs;
-use crate::console::live::{Flow, LiveConsole};
+use super::spec::LiveSpec;
+use super::watch::{Flow, JobHandle, Watcher};
 
 mod remote;
 
@@ -93,35 +93,17 @@ enum LauncherFault {
     Stop(u32),
 }
 
-/// What the run needs from the command line.
-pub struct LiveSpec<'a> {
-    /// The flags.
-    pub args: &'a RunArgs,
-    /// The program each rank runs, and its arguments.
-    pub program: String,
-    /// Its arguments.
-    pub program_args: Vec<String>,
-    /// Built-in job (ranks report results) or a user program.
-    pub builtin: bool,
-    /// Transport.
-    pub transport: TransportKind,
-    /// Fault specs.
-    pub faults: Vec<FaultSpec>,
-    /// Hosts other than this machine (`--hostfile`, Slurm), if any.
-    pub cluster: Option<crate::cluster::Cluster>,
-}
-
 /// Runs a real job and returns what happened.
-pub fn run(spec: &LiveSpec<'_>) -> anyhow::Result<LiveOutcome> {
+pub fn run(spec: &LiveSpec) -> anyhow::Result<LiveOutcome> {
     run_with_console(spec, None)
 }
 
 /// Runs a real job watched by `console` (which paces its operations and injects faults).
 pub fn run_with_console(
-    spec: &LiveSpec<'_>,
-    mut console: Option<&mut LiveConsole>,
+    spec: &LiveSpec,
+    mut console: Option<&mut dyn Watcher>,
 ) -> anyhow::Result<LiveOutcome> {
-    let args = spec.args;
+    let args = &spec.launch;
     let n = args.n;
     raise_fd_limit(2 * u64::from(n) + 64)?;
     let job_id = u64::from_le_bytes(random_bytes(8)?.try_into().unwrap_or_default());
@@ -165,11 +147,7 @@ pub fn run_with_console(
         }
         _ => None,
     };
-    let (heartbeat_ms, suspect_ms) = if args.aggressive_detector {
-        (25, 100)
-    } else {
-        (args.heartbeat_ms, args.suspect_ms)
-    };
+    let (heartbeat_ms, suspect_ms) = (args.heartbeat_ms, args.suspect_ms);
     if suspect_ms <= heartbeat_ms {
         bail!("--suspect-ms ({suspect_ms}) must exceed --heartbeat-ms ({heartbeat_ms})");
     }
@@ -1060,7 +1038,7 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 
 impl Loop {
     /// Hands the console what happened since the last turn.
-    fn feed_console(&mut self, console: &mut LiveConsole) {
+    fn feed_console(&mut self, console: &mut dyn Watcher) {
         let Some(events) = self.console_events.as_mut() else {
             return;
         };
@@ -1090,7 +1068,7 @@ impl Loop {
     }
 }
 
-impl crate::console::live::JobHandle for Loop {
+impl JobHandle for Loop {
     fn kill(&mut self, rank: u32) {
         self.kill_rank(rank);
     }

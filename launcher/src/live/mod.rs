@@ -12,9 +12,13 @@ pub mod rank_main;
 mod report;
 mod server;
 mod spawn;
+mod spec;
+mod watch;
 
-pub use job::{run, run_with_console, LiveSpec};
+pub use job::{run, run_with_console};
 pub use report::{BuiltinJob, Expected};
+pub use spec::{LaunchOptions, LiveSpec};
+pub use watch::{Flow, JobHandle, Watcher};
 
 /// The seed of operation `op`'s inputs: operation 0 uses the job's seed (so a one-operation
 /// job draws what the headless job draws), later ones fresh inputs.
