@@ -182,172 +182,198 @@ fn parse_probability(text: &str) -> Result<f64, FaultSpecError> {
 pub fn parse_fault(spec: &str) -> Result<FaultSpec, FaultSpecError> {
     let (kind, rest) = spec.split_once(':').unwrap_or((spec, ""));
     match kind.trim() {
-        "kill" => {
-            let f = Fields::parse("kill", rest)?;
-            f.only(&["rank", "at", "op"])?;
-            let rank = parse_rank("rank", f.need("rank", "kill:rank=3,at=100")?)?;
-            let at = match (f.get("at"), f.get("op")) {
-                (Some(_), Some(_)) => {
-                    return Err(bad("op", "", "give either at= or op=, not both"))
-                }
-                (None, Some(op)) => KillTime::Operation(parse_u64("op", op)?),
-                _ => KillTime::At(time_or_zero(&f)?),
-            };
-            Ok(FaultSpec::Kill { rank, at })
-        }
-        "kill-node" => {
-            let f = Fields::parse("kill-node", rest)?;
-            f.only(&["node", "at"])?;
-            let node = parse_u32("node", f.need("node", "kill-node:node=1,at=50")?)?;
-            Ok(FaultSpec::KillNode {
-                node,
-                at: time_or_zero(&f)?,
-            })
-        }
-        "flip-msg" => {
-            let f = Fields::parse("flip-msg", rest)?;
-            f.only(&["rank", "bit", "elem", "nth", "at", "raw"])?;
-            let rank = parse_rank("rank", f.need("rank", "flip-msg:rank=0,bit=63")?)?;
-            let target = match (f.get("bit"), f.get("raw")) {
-                (Some(bit), None) => FlipTarget::Payload {
-                    elem: f.get("elem").map_or(Ok(0), |e| parse_u32("elem", e))?,
-                    bit: parse_bit(bit, 63)?,
-                },
-                (None, Some(raw)) => FlipTarget::Raw {
-                    bit: parse_u64("raw", raw)?,
-                },
-                _ => {
-                    return Err(FaultSpecError::Missing {
-                        kind: "flip-msg",
-                        key: "bit (or raw, not both)",
-                        example: "flip-msg:rank=0,bit=63,nth=2",
-                    })
-                }
-            };
-            let which = match (f.get("nth"), f.get("at")) {
-                (Some(_), Some(_)) => {
-                    return Err(bad("nth", "", "give either nth= or at=, not both"))
-                }
-                (Some(nth), None) => MessageSelector::Nth(parse_u64("nth", nth)?),
-                (None, Some(at)) => MessageSelector::AtOrAfter(parse_time("at", at)?),
-                (None, None) => MessageSelector::Nth(0),
-            };
-            Ok(FaultSpec::FlipMessage {
-                rank,
-                which,
-                target,
-            })
-        }
-        "flip-state" => {
-            let f = Fields::parse("flip-state", rest)?;
-            f.only(&["rank", "bit", "var", "elem", "at"])?;
-            let example = "flip-state:rank=2,var=value,bit=56,at=30";
-            let rank = parse_rank("rank", f.need("rank", example)?)?;
-            let bit = parse_bit(f.need("bit", example)?, 63)?;
-            let elem = f.get("elem").map_or(Ok(0), |e| parse_u32("elem", e))?;
-            let var_text = f.need("var", example)?;
-            let var = match var_text.split_once(':') {
-                None if var_text == "value" => StateVar::Value { elem },
-                None if var_text == "weight" => StateVar::Weight,
-                Some(("flow", peer)) => StateVar::Flow {
-                    peer: parse_rank("var", peer)?,
-                    elem,
-                },
-                _ => return Err(bad("var", var_text, "use value, weight or flow:PEER")),
-            };
-            Ok(FaultSpec::FlipState {
-                rank,
-                var,
-                bit,
-                at: time_or_zero(&f)?,
-            })
-        }
-        "drop" => {
-            let f = Fields::parse("drop", rest)?;
-            f.only(&["rank", "rate"])?;
-            let example = "drop:rank=all,rate=0.01";
-            let who = f.need("rank", example)?;
-            let rank = if who == "all" {
-                None
-            } else {
-                Some(parse_rank("rank", who)?)
-            };
-            let rate = parse_probability(f.need("rate", example)?)?;
-            Ok(FaultSpec::Drop { rank, rate })
-        }
-        "flip-rate" => {
-            let f = Fields::parse("flip-rate", rest)?;
-            f.only(&["rank", "rate"])?;
-            let example = "flip-rate:rank=all,rate=0.0001";
-            let rank = match f.get("rank") {
-                None | Some("all") => None,
-                Some(who) => Some(parse_rank("rank", who)?),
-            };
-            let rate = parse_probability(f.need("rate", example)?)?;
-            Ok(FaultSpec::FlipRate { rank, rate })
-        }
-        "cut" => {
-            let f = Fields::parse("cut", rest)?;
-            f.only(&["link", "at"])?;
-            let link = f.need("link", "cut:link=3-7,at=40")?;
-            let (a, b) = link
-                .split_once('-')
-                .ok_or_else(|| bad("link", link, "expected R-S, e.g. 3-7"))?;
-            let (a, b) = (parse_rank("link", a)?, parse_rank("link", b)?);
-            if a == b {
-                return Err(bad("link", link, "a link joins two different ranks"));
-            }
-            Ok(FaultSpec::Cut {
-                a,
-                b,
-                at: time_or_zero(&f)?,
-            })
-        }
-        "slow" => {
-            let f = Fields::parse("slow", rest)?;
-            f.only(&["rank", "factor", "at"])?;
-            let example = "slow:rank=5,factor=10";
-            let rank = parse_rank("rank", f.need("rank", example)?)?;
-            let factor_text = f.need("factor", example)?;
-            let factor = parse_u32("factor", factor_text)?;
-            if factor == 0 {
-                return Err(bad(
-                    "factor",
-                    factor_text,
-                    "a slow-down factor is at least 1",
-                ));
-            }
-            Ok(FaultSpec::Slow {
-                rank,
-                factor,
-                at: time_or_zero(&f)?,
-            })
-        }
-        "stop" => {
-            let f = Fields::parse("stop", rest)?;
-            f.only(&["rank", "at"])?;
-            let rank = parse_rank("rank", f.need("rank", "stop:rank=4,at=20")?)?;
-            Ok(FaultSpec::Stop {
-                rank,
-                at: time_or_zero(&f)?,
-            })
-        }
-        "spread" => {
-            let f = Fields::parse("spread", rest)?;
-            f.only(&["uniform", "normal"])?;
-            match (f.get("uniform"), f.get("normal")) {
-                (Some(w), None) => Ok(FaultSpec::Spread(Spread::Uniform(parse_time(
-                    "uniform", w,
-                )?))),
-                (None, Some(s)) => Ok(FaultSpec::Spread(Spread::Normal(parse_time("normal", s)?))),
-                _ => Err(FaultSpecError::Missing {
-                    kind: "spread",
-                    key: "uniform or normal (one of them)",
-                    example: "spread:uniform=100",
-                }),
-            }
-        }
+        "kill" => parse_kill(rest),
+        "kill-node" => parse_kill_node(rest),
+        "flip-msg" => parse_flip_msg(rest),
+        "flip-state" => parse_flip_state(rest),
+        "drop" => parse_drop(rest),
+        "flip-rate" => parse_flip_rate(rest),
+        "cut" => parse_cut(rest),
+        "slow" => parse_slow(rest),
+        "stop" => parse_stop(rest),
+        "spread" => parse_spread(rest),
         other => Err(FaultSpecError::UnknownKind(other.to_string())),
+    }
+}
+
+/// `kill:rank=R[,at=T]` or `kill:rank=R,op=K`.
+fn parse_kill(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let f = Fields::parse("kill", rest)?;
+    f.only(&["rank", "at", "op"])?;
+    let rank = parse_rank("rank", f.need("rank", "kill:rank=3,at=100")?)?;
+    let at = match (f.get("at"), f.get("op")) {
+        (Some(_), Some(_)) => return Err(bad("op", "", "give either at= or op=, not both")),
+        (None, Some(op)) => KillTime::Operation(parse_u64("op", op)?),
+        _ => KillTime::At(time_or_zero(&f)?),
+    };
+    Ok(FaultSpec::Kill { rank, at })
+}
+
+/// `kill-node:node=N[,at=T]`.
+fn parse_kill_node(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let f = Fields::parse("kill-node", rest)?;
+    f.only(&["node", "at"])?;
+    let node = parse_u32("node", f.need("node", "kill-node:node=1,at=50")?)?;
+    Ok(FaultSpec::KillNode {
+        node,
+        at: time_or_zero(&f)?,
+    })
+}
+
+/// `flip-msg:rank=R,bit=B[,elem=E][,nth=K|,at=T]` or `flip-msg:rank=R,raw=B[,nth=K]`.
+fn parse_flip_msg(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let f = Fields::parse("flip-msg", rest)?;
+    f.only(&["rank", "bit", "elem", "nth", "at", "raw"])?;
+    let rank = parse_rank("rank", f.need("rank", "flip-msg:rank=0,bit=63")?)?;
+    let target = match (f.get("bit"), f.get("raw")) {
+        (Some(bit), None) => FlipTarget::Payload {
+            elem: f.get("elem").map_or(Ok(0), |e| parse_u32("elem", e))?,
+            bit: parse_bit(bit, 63)?,
+        },
+        (None, Some(raw)) => FlipTarget::Raw {
+            bit: parse_u64("raw", raw)?,
+        },
+        _ => {
+            return Err(FaultSpecError::Missing {
+                kind: "flip-msg",
+                key: "bit (or raw, not both)",
+                example: "flip-msg:rank=0,bit=63,nth=2",
+            })
+        }
+    };
+    let which = match (f.get("nth"), f.get("at")) {
+        (Some(_), Some(_)) => return Err(bad("nth", "", "give either nth= or at=, not both")),
+        (Some(nth), None) => MessageSelector::Nth(parse_u64("nth", nth)?),
+        (None, Some(at)) => MessageSelector::AtOrAfter(parse_time("at", at)?),
+        (None, None) => MessageSelector::Nth(0),
+    };
+    Ok(FaultSpec::FlipMessage {
+        rank,
+        which,
+        target,
+    })
+}
+
+/// `flip-state:rank=R,var=value|weight|flow:P,bit=B[,elem=E][,at=T]`.
+fn parse_flip_state(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let f = Fields::parse("flip-state", rest)?;
+    f.only(&["rank", "bit", "var", "elem", "at"])?;
+    let example = "flip-state:rank=2,var=value,bit=56,at=30";
+    let rank = parse_rank("rank", f.need("rank", example)?)?;
+    let bit = parse_bit(f.need("bit", example)?, 63)?;
+    let elem = f.get("elem").map_or(Ok(0), |e| parse_u32("elem", e))?;
+    let var_text = f.need("var", example)?;
+    let var = match var_text.split_once(':') {
+        None if var_text == "value" => StateVar::Value { elem },
+        None if var_text == "weight" => StateVar::Weight,
+        Some(("flow", peer)) => StateVar::Flow {
+            peer: parse_rank("var", peer)?,
+            elem,
+        },
+        _ => return Err(bad("var", var_text, "use value, weight or flow:PEER")),
+    };
+    Ok(FaultSpec::FlipState {
+        rank,
+        var,
+        bit,
+        at: time_or_zero(&f)?,
+    })
+}
+
+/// `drop:rank=R|all,rate=P`.
+fn parse_drop(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let f = Fields::parse("drop", rest)?;
+    f.only(&["rank", "rate"])?;
+    let example = "drop:rank=all,rate=0.01";
+    let who = f.need("rank", example)?;
+    let rank = if who == "all" {
+        None
+    } else {
+        Some(parse_rank("rank", who)?)
+    };
+    let rate = parse_probability(f.need("rate", example)?)?;
+    Ok(FaultSpec::Drop { rank, rate })
+}
+
+/// `flip-rate:[rank=R|all,]rate=P`.
+fn parse_flip_rate(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let f = Fields::parse("flip-rate", rest)?;
+    f.only(&["rank", "rate"])?;
+    let example = "flip-rate:rank=all,rate=0.0001";
+    let rank = match f.get("rank") {
+        None | Some("all") => None,
+        Some(who) => Some(parse_rank("rank", who)?),
+    };
+    let rate = parse_probability(f.need("rate", example)?)?;
+    Ok(FaultSpec::FlipRate { rank, rate })
+}
+
+/// `cut:link=R-S[,at=T]`.
+fn parse_cut(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let f = Fields::parse("cut", rest)?;
+    f.only(&["link", "at"])?;
+    let link = f.need("link", "cut:link=3-7,at=40")?;
+    let (a, b) = link
+        .split_once('-')
+        .ok_or_else(|| bad("link", link, "expected R-S, e.g. 3-7"))?;
+    let (a, b) = (parse_rank("link", a)?, parse_rank("link", b)?);
+    if a == b {
+        return Err(bad("link", link, "a link joins two different ranks"));
+    }
+    Ok(FaultSpec::Cut {
+        a,
+        b,
+        at: time_or_zero(&f)?,
+    })
+}
+
+/// `slow:rank=R,factor=F[,at=T]`.
+fn parse_slow(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let f = Fields::parse("slow", rest)?;
+    f.only(&["rank", "factor", "at"])?;
+    let example = "slow:rank=5,factor=10";
+    let rank = parse_rank("rank", f.need("rank", example)?)?;
+    let factor_text = f.need("factor", example)?;
+    let factor = parse_u32("factor", factor_text)?;
+    if factor == 0 {
+        return Err(bad(
+            "factor",
+            factor_text,
+            "a slow-down factor is at least 1",
+        ));
+    }
+    Ok(FaultSpec::Slow {
+        rank,
+        factor,
+        at: time_or_zero(&f)?,
+    })
+}
+
+/// `stop:rank=R[,at=T]`.
+fn parse_stop(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let f = Fields::parse("stop", rest)?;
+    f.only(&["rank", "at"])?;
+    let rank = parse_rank("rank", f.need("rank", "stop:rank=4,at=20")?)?;
+    Ok(FaultSpec::Stop {
+        rank,
+        at: time_or_zero(&f)?,
+    })
+}
+
+/// `spread:uniform=W` or `spread:normal=S`.
+fn parse_spread(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let f = Fields::parse("spread", rest)?;
+    f.only(&["uniform", "normal"])?;
+    match (f.get("uniform"), f.get("normal")) {
+        (Some(w), None) => Ok(FaultSpec::Spread(Spread::Uniform(parse_time(
+            "uniform", w,
+        )?))),
+        (None, Some(s)) => Ok(FaultSpec::Spread(Spread::Normal(parse_time("normal", s)?))),
+        _ => Err(FaultSpecError::Missing {
+            kind: "spread",
+            key: "uniform or normal (one of them)",
+            example: "spread:uniform=100",
+        }),
     }
 }
 
