@@ -10,6 +10,7 @@ use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::faults::FaultSpec;
 use ftcoll_runtime::job::{simulate, Algorithm, GossipOptions, JobError, JobSpec, Kind};
 use ftcoll_runtime::sim::{CostModel, DetectorModel, InputKind, SimConfig, SimReport};
+use ftcoll_runtime::transport::TransportKind;
 use ftcoll_tui::JobInfo;
 
 use crate::cli::RunArgs;
@@ -444,31 +445,7 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
         ftcoll_runtime::rank_faults::RankFaults::for_rank(&faults, ftcoll_algos::Rank(rank), 0)?;
     }
     if let Some((program, program_args)) = args.program.split_first() {
-        let spec = LiveSpec {
-            launch: launch_options(args),
-            program: program.clone(),
-            program_args: program_args.to_vec(),
-            builtin: false,
-            transport,
-            faults,
-            cluster,
-        };
-        let outcome = crate::live::run(&spec)?;
-        println!(
-            "{} ranks of {} ({}): wall {:.3} s, launch + wire-up {}",
-            args.n,
-            program,
-            transport,
-            outcome.wall_s,
-            outcome
-                .wireup_s
-                .map_or("incomplete".into(), |w| format!("{w:.3} s"))
-        );
-        outcome.print_failures();
-        if !outcome.failures.is_empty() || outcome.timed_out {
-            bail!("{} of {} ranks failed", outcome.failures.len(), args.n);
-        }
-        return Ok(());
+        return run_program(args, program, program_args, transport, faults, cluster);
     }
     let algo = args.algo();
     let is_gossip = algo.gossip_rule().is_some();
@@ -499,7 +476,60 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
         return crate::console::live::run(&spec, info, inputs);
     }
     let outcome = crate::live::run(&spec)?;
-    let job = BuiltinJob {
+    let job = builtin_job(args, op, input);
+    let report = outcome.builtin_report(&job);
+    outcome.print_builtin(&report);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if outcome.timed_out {
+        bail!("the job timed out");
+    }
+    Ok(())
+}
+
+/// A user program (after `--`) started on N ranks.
+fn run_program(
+    args: &RunArgs,
+    program: &str,
+    program_args: &[String],
+    transport: TransportKind,
+    faults: Vec<FaultSpec>,
+    cluster: Option<Cluster>,
+) -> anyhow::Result<()> {
+    let spec = LiveSpec {
+        launch: launch_options(args),
+        program: program.to_string(),
+        program_args: program_args.to_vec(),
+        builtin: false,
+        transport,
+        faults,
+        cluster,
+    };
+    let outcome = crate::live::run(&spec)?;
+    println!(
+        "{} ranks of {} ({}): wall {:.3} s, launch + wire-up {}",
+        args.n,
+        program,
+        transport,
+        outcome.wall_s,
+        outcome
+            .wireup_s
+            .map_or("incomplete".into(), |w| format!("{w:.3} s"))
+    );
+    outcome.print_failures();
+    if !outcome.failures.is_empty() || outcome.timed_out {
+        bail!("{} of {} ranks failed", outcome.failures.len(), args.n);
+    }
+    Ok(())
+}
+
+/// What the built-in job's ranks should report, for checking their answers.
+fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
+    let algo = args.algo();
+    let is_gossip = algo.gossip_rule().is_some();
+    BuiltinJob {
         algo: args.algo().name().to_string(),
         op,
         input,
@@ -529,17 +559,7 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
             spec.gossip.single = gossip_options(args).ok().and_then(|o| o.single);
             spec.gossip_eps()
         }),
-    };
-    let report = outcome.builtin_report(&job);
-    outcome.print_builtin(&report);
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
     }
-    if outcome.timed_out {
-        bail!("the job timed out");
-    }
-    Ok(())
 }
 
 /// The built-in job on real ranks: this program, started N times in rank mode with the flags'
