@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use ftcoll_algos::registry::{Algorithm, Runs};
+use ftcoll_launcher::text::options::parse_algorithm;
 
 /// Text after the flag list: the algorithm table and the fault syntax.
 pub fn after_help() -> String {
@@ -58,13 +59,6 @@ pub fn algorithm_table() -> String {
     text
 }
 
-/// `--algo NAME`, parsed once here into the registry's type.
-pub fn parse_algorithm(name: &str) -> Result<Algorithm, String> {
-    Algorithm::from_name(name).ok_or_else(|| {
-        format!("unknown algorithm '{name}'; see the table in --help (e.g. --algo rdb)")
-    })
-}
-
 /// ftcoll-launch: fault-tolerant collectives, simulated or on real ranks.
 #[derive(Debug, Parser)]
 #[command(name = "ftcoll-launch", version, about, long_about = None, args_conflicts_with_subcommands = true)]
@@ -81,9 +75,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Reproduce a figure of the papers (writes CSV and a plot).
-    Experiment(ExperimentArgs),
+    Experiment(crate::experiments::ExperimentArgs),
     /// Measure performance.
-    Bench(BenchArgs),
+    Bench(crate::bench::BenchArgs),
     /// One rank of the built-in job (started by the launcher, not by hand).
     #[command(name = "__rank", hide = true)]
     Rank(crate::live::rank_main::RankArgs),
@@ -92,107 +86,7 @@ pub enum Command {
     Agent(crate::cluster::agent::AgentArgs),
     /// One side of `bench transport`.
     #[command(name = "__pingpong", hide = true)]
-    PingPong(crate::bench_transport::PingPongArgs),
-}
-
-/// Flags of `ftcoll-launch experiment`.
-#[derive(Debug, Args)]
-pub struct ExperimentArgs {
-    /// The experiment's name; `list` shows them.
-    pub name: String,
-    /// Run at the paper's size instead of the small default.
-    #[arg(long)]
-    pub full: bool,
-    /// Where the CSV files and the SVG plot go (default: results/NAME).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Base seed: every run's seed, placement and start time derives from it.
-    #[arg(long, default_value_t = 2024)]
-    pub seed: u64,
-    /// Simulations run side by side (1 or 2).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=2))]
-    pub threads: u32,
-    /// Random placements per point of the fault experiments (default: 20, with --full 1000);
-    /// seeds per row of table2 (default 2, with --full 3).
-    #[arg(long)]
-    pub placements: Option<u32>,
-    /// Largest N (ranks) to simulate: caps the size sweeps (default 2K, with --full 64K) and
-    /// table2's N (default 4K).
-    #[arg(long, value_name = "N")]
-    pub max_ranks: Option<u32>,
-}
-
-/// Flags of `ftcoll-launch bench`.
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// What to measure: `sim` (simulator events per second and bytes per rank), `allreduce`
-    /// (8-byte allreduce latency on real processes, beside Open MPI and MPICH), `corrected`
-    /// (corrected-tree allreduce beside rdb, with dead ranks), or `era` (agreement latency
-    /// beside the allreduce and ULFM, and the cost of a failure by the failed rank's role), or
-    /// `ftco` (FTCO allreduce with offline faults, 004 Table 1, and against the ULFM way,
-    /// Fig. 6), or `console` (the launcher's CPU while the console watches N ranks, beside
-    /// the same job unwatched), or `transport` (8-byte one-way latency over UCX and libfabric
-    /// beside ucx_perftest and fi_pingpong).
-    pub name: String,
-    /// Ranks for `allreduce`, comma-separated.
-    #[arg(long, default_value = "2,4,8,16")]
-    pub sizes: String,
-    /// Timed operations per size for `allreduce`.
-    #[arg(long, default_value_t = 2000)]
-    pub iters: u32,
-    /// Untimed warm-up operations per size for `allreduce`.
-    #[arg(long, default_value_t = 200)]
-    pub warmup: u32,
-    /// Ranks to simulate.
-    #[arg(short = 'n', long = "ranks", default_value_t = 1 << 20)]
-    pub n: u32,
-    /// Repetitions; the median is reported.
-    #[arg(long, default_value_t = 5)]
-    pub repeat: u32,
-    /// Agreement tree of `era` (bin, star, string, or X/Y over nodes of --ranks-per-node).
-    #[arg(long, default_value = "bin/bin")]
-    pub era_tree: String,
-    /// Ranks per node of `era`'s tree and of its failure roles (node master, whole node).
-    #[arg(long, default_value_t = 4)]
-    pub ranks_per_node: u32,
-    /// Ranks of `era`'s failure runs.
-    #[arg(long, default_value_t = 16)]
-    pub failure_n: u32,
-    /// Tree of `ftco`.
-    #[arg(long, default_value = "kary:2")]
-    pub ftco_tree: String,
-    /// Detection timeout of `ftco`.
-    #[arg(long, default_value = "100ms")]
-    pub detect_timeout: String,
-    /// `ftco` with one fixed timeout for every message (see `--ftco-fixed-timeout` of a job).
-    #[arg(long)]
-    pub ftco_fixed_timeout: bool,
-    /// Ranks of `ftco`'s Fig. 6 comparison, comma-separated.
-    #[arg(long, default_value = "8,16,32,64")]
-    pub fig6_sizes: String,
-    /// Where Open MPI 5 with ULFM is installed, for `era`'s side-by-side figures.
-    #[arg(long, default_value = "/opt/ulfm")]
-    pub ulfm_prefix: PathBuf,
-    /// Ranks of `console`, comma-separated.
-    #[arg(long, default_value = "4096")]
-    pub console_sizes: String,
-    /// `console`: seconds after wire-up before measuring.
-    #[arg(long, default_value_t = 5.0)]
-    pub warmup_s: f64,
-    /// `console`: seconds measured.
-    #[arg(long, default_value_t = 10.0)]
-    pub window_s: f64,
-    /// ftcoll's algorithm in `allreduce` (`rdb` or `direct`); default: what
-    /// `Communicator::allreduce` picks at each size.
-    #[arg(long = "algo")]
-    pub allreduce_algo: Option<String>,
-    /// MPI libraries `allreduce` compares against, comma-separated (`openmpi`, `mpich`), or
-    /// `none` to time ftcoll alone.
-    #[arg(long, default_value = "openmpi,mpich")]
-    pub mpi: String,
-    /// Write the results as JSON.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
+    PingPong(crate::bench::transport::PingPongArgs),
 }
 
 impl RunArgs {

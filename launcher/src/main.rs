@@ -4,14 +4,11 @@
 #![forbid(unsafe_code)]
 
 mod bench;
-mod bench_allreduce;
-mod bench_era;
-mod bench_ftco;
-mod bench_transport;
 mod cli;
 mod cluster;
 mod console;
 mod experiments;
+mod leftovers;
 mod live;
 mod report;
 mod run;
@@ -37,7 +34,7 @@ fn main() -> ExitCode {
         Some(Command::Experiment(args)) => experiments::run(&args),
         Some(Command::Rank(args)) => return live::rank_main::main(&args),
         Some(Command::Agent(args)) => cluster::agent::main(&args),
-        Some(Command::PingPong(args)) => bench_transport::pingpong_main(&args),
+        Some(Command::PingPong(args)) => bench::transport::pingpong_main(&args),
         None => run::run(&cli.run),
     };
     match result {

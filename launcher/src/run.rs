@@ -10,8 +10,13 @@ use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::faults::FaultSpec;
 use ftcoll_runtime::job::{simulate, Algorithm, GossipOptions, JobError, JobSpec, Kind};
 use ftcoll_runtime::sim::{CostModel, DetectorModel, InputKind, SimConfig, SimReport};
+use ftcoll_runtime::transport::TransportKind;
+use ftcoll_tui::JobInfo;
 
 use crate::cli::RunArgs;
+use crate::cluster::{Cluster, ClusterOptions};
+use crate::console::live::Inputs;
+use crate::live::{BuiltinJob, Expected, LaunchOptions, LiveSpec};
 use crate::report::RunJson;
 
 /// The operator and input distribution the flags name (simulated and real runs alike).
@@ -164,10 +169,6 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     Ok((spec, config))
 }
 
-/// Message latency f_ETA assumes on real ranks over shared memory or TCP on one machine.
-const LIVE_ETA_LATENCY_NS: u64 = 50_000;
-/// Per-message overhead f_ETA assumes on real ranks.
-const LIVE_ETA_OVERHEAD_NS: u64 = 5_000;
 /// Default detection timeout on real ranks.
 const LIVE_DETECT_TIMEOUT: &str = "100ms";
 
@@ -197,42 +198,21 @@ pub fn ftco_options(args: &RunArgs, sim: bool) -> anyhow::Result<FtcoOptions> {
             service,
             ..FtcoOptions::default()
         }),
-        (false, FaultTime::Nanos(nanos)) if nanos > 0 => Ok(live_ftco_options(
-            shape,
-            args.ftco_roots,
-            std::time::Duration::from_nanos(nanos),
-            service,
-            args.ftco_fixed_timeout,
-        )),
+        (false, FaultTime::Nanos(nanos)) if nanos > 0 => {
+            Ok(crate::live::rank_main::live_ftco_options(
+                shape,
+                args.ftco_roots,
+                std::time::Duration::from_nanos(nanos),
+                service,
+                args.ftco_fixed_timeout,
+            ))
+        }
         (true, _) => {
             bail!("--detect-timeout in the simulator is a positive number of steps, e.g. 40")
         }
         (false, _) => {
             bail!("--detect-timeout on real ranks is a positive time with its unit, e.g. 100ms")
         }
-    }
-}
-
-/// The FTCO options of real ranks: times in nanoseconds, f_ETA's costs those of one machine.
-pub fn live_ftco_options(
-    shape: ftcoll_algos::topology::TreeShape,
-    roots: u32,
-    detect_timeout: std::time::Duration,
-    service: ftcoll_algos::ftco::ServiceDistance,
-    fixed_timeout: bool,
-) -> FtcoOptions {
-    use ftcoll_algos::time::Duration as Ticks;
-    FtcoOptions {
-        shape,
-        roots: roots.max(1),
-        detect_timeout: Ticks(u64::try_from(detect_timeout.as_nanos()).unwrap_or(u64::MAX)),
-        fixed_timeout,
-        costs: ftcoll_algos::ftco::LogP {
-            latency: Ticks(LIVE_ETA_LATENCY_NS),
-            overhead: Ticks(LIVE_ETA_OVERHEAD_NS),
-        },
-        service,
-        ..FtcoOptions::default()
     }
 }
 
@@ -262,10 +242,11 @@ fn parse_detector(text: &str) -> anyhow::Result<DetectorModel> {
 
 /// Runs the job the flags describe.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    if crate::console::wanted(args) {
+    if console_wanted(args) {
         let args = &console_args(args);
         if args.sim {
-            return crate::console::sim::run(args);
+            let (spec, config) = job_from_args(args)?;
+            return crate::console::sim::run(spec, config, value_bits(args));
         }
         return run_live(args, true);
     }
@@ -310,6 +291,87 @@ fn console_args(args: &RunArgs) -> RunArgs {
     }
     args.ops = u64::MAX;
     args
+}
+
+/// Whether a run with these flags opens the console: the built-in job (not a user program),
+/// with a terminal on both ends and no `--no-tui`.
+fn console_wanted(args: &RunArgs) -> bool {
+    {
+        use std::io::IsTerminal;
+        !args.no_tui
+            && args.program.is_empty()
+            && std::io::stdout().is_terminal()
+            && std::io::stdin().is_terminal()
+    }
+}
+
+/// Bits a flip may target in the job's values.
+fn value_bits(args: &RunArgs) -> u32 {
+    let single = match args.precision.as_deref() {
+        Some("f32") => true,
+        Some(_) => false,
+        // The round-based gossip of 000 Sec. 6 keeps single precision by default.
+        None => args.algo().is_round_based_gossip(),
+    };
+    if single {
+        32
+    } else {
+        64
+    }
+}
+
+/// How the launcher starts and watches the ranks, from the flags.
+pub fn launch_options(args: &RunArgs) -> LaunchOptions {
+    let (heartbeat_ms, suspect_ms) = if args.aggressive_detector {
+        (25, 100)
+    } else {
+        (args.heartbeat_ms, args.suspect_ms)
+    };
+    LaunchOptions {
+        n: args.n,
+        bind: args.bind.clone(),
+        heartbeat_ms,
+        suspect_ms,
+        ranks_per_node: args.ranks_per_node,
+        era_tree: args.era_tree.clone(),
+        ofi_provider: args.ofi_provider.clone(),
+        timeout_s: args.timeout_s,
+    }
+}
+
+/// Where the ranks may run, from the flags.
+fn cluster_options(args: &RunArgs) -> ClusterOptions {
+    ClusterOptions {
+        n: args.n,
+        hostfile: args.hostfile.clone(),
+        ranks_per_node: args.ranks_per_node,
+        no_slurm: args.no_slurm,
+    }
+}
+
+/// What the console shows of a real job, and how its ranks draw their inputs.
+fn console_job(
+    args: &RunArgs,
+    spec: &LiveSpec,
+    op: ReduceOp,
+    input: InputKind,
+) -> (JobInfo, Inputs) {
+    let info = JobInfo {
+        algo: args.algo().name().to_string(),
+        n: args.n,
+        transport: spec.transport.name().to_string(),
+        simulated: false,
+        value_bits: value_bits(args),
+        ranks_per_node: args.ranks_per_node.unwrap_or(args.n).clamp(1, args.n),
+        seed: args.seed,
+    };
+    let inputs = Inputs {
+        op,
+        kind: input,
+        len: args.len,
+        seed: args.seed,
+    };
+    (info, inputs)
 }
 
 fn print_summary(spec: &JobSpec, report: &SimReport) {
@@ -365,12 +427,10 @@ fn print_summary(spec: &JobSpec, report: &SimReport) {
 
 /// A job on real rank processes, watched by the console if `console`.
 fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
-    use crate::live::{BuiltinJob, LiveSpec};
-
     if args.n == 0 {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }
-    let cluster = crate::cluster::Cluster::detect(args)?;
+    let cluster = Cluster::detect(&cluster_options(args))?;
     let transport = ftcoll_runtime::transport::choose(&args.transport, cluster.is_none())
         .map_err(transport_flag_error)?;
     let faults = args
@@ -385,31 +445,7 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
         ftcoll_runtime::rank_faults::RankFaults::for_rank(&faults, ftcoll_algos::Rank(rank), 0)?;
     }
     if let Some((program, program_args)) = args.program.split_first() {
-        let spec = LiveSpec {
-            args,
-            program: program.clone(),
-            program_args: program_args.to_vec(),
-            builtin: false,
-            transport,
-            faults,
-            cluster,
-        };
-        let outcome = crate::live::run(&spec)?;
-        println!(
-            "{} ranks of {} ({}): wall {:.3} s, launch + wire-up {}",
-            args.n,
-            program,
-            transport,
-            outcome.wall_s,
-            outcome
-                .wireup_s
-                .map_or("incomplete".into(), |w| format!("{w:.3} s"))
-        );
-        outcome.print_failures();
-        if !outcome.failures.is_empty() || outcome.timed_out {
-            bail!("{} of {} ranks failed", outcome.failures.len(), args.n);
-        }
-        return Ok(());
+        return run_program(args, program, program_args, transport, faults, cluster);
     }
     let algo = args.algo();
     let is_gossip = algo.gossip_rule().is_some();
@@ -436,10 +472,64 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
     };
     let spec = builtin_spec(args, transport, faults, console)?;
     if console {
-        return crate::console::live::run(&spec, op, input);
+        let (info, inputs) = console_job(args, &spec, op, input);
+        return crate::console::live::run(&spec, info, inputs);
     }
     let outcome = crate::live::run(&spec)?;
-    let job = BuiltinJob {
+    let job = builtin_job(args, op, input);
+    let report = outcome.builtin_report(&job);
+    outcome.print_builtin(&report);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if outcome.timed_out {
+        bail!("the job timed out");
+    }
+    Ok(())
+}
+
+/// A user program (after `--`) started on N ranks.
+fn run_program(
+    args: &RunArgs,
+    program: &str,
+    program_args: &[String],
+    transport: TransportKind,
+    faults: Vec<FaultSpec>,
+    cluster: Option<Cluster>,
+) -> anyhow::Result<()> {
+    let spec = LiveSpec {
+        launch: launch_options(args),
+        program: program.to_string(),
+        program_args: program_args.to_vec(),
+        builtin: false,
+        transport,
+        faults,
+        cluster,
+    };
+    let outcome = crate::live::run(&spec)?;
+    println!(
+        "{} ranks of {} ({}): wall {:.3} s, launch + wire-up {}",
+        args.n,
+        program,
+        transport,
+        outcome.wall_s,
+        outcome
+            .wireup_s
+            .map_or("incomplete".into(), |w| format!("{w:.3} s"))
+    );
+    outcome.print_failures();
+    if !outcome.failures.is_empty() || outcome.timed_out {
+        bail!("{} of {} ranks failed", outcome.failures.len(), args.n);
+    }
+    Ok(())
+}
+
+/// What the built-in job's ranks should report, for checking their answers.
+fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
+    let algo = args.algo();
+    let is_gossip = algo.gossip_rule().is_some();
+    BuiltinJob {
         algo: args.algo().name().to_string(),
         op,
         input,
@@ -457,13 +547,11 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
         },
         expected: match algo.kind() {
             Kind::Corrected(Collective::Bcast) | Kind::Ftco(Collective::Bcast) => {
-                crate::live::Expected::RootInput
+                Expected::RootInput
             }
-            Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement => {
-                crate::live::Expected::SurvivorsAggregate
-            }
-            Kind::Gossip { .. } => crate::live::Expected::Survivors,
-            Kind::RecursiveDoubling { .. } | Kind::Direct => crate::live::Expected::Aggregate,
+            Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement => Expected::SurvivorsAggregate,
+            Kind::Gossip { .. } => Expected::Survivors,
+            Kind::RecursiveDoubling { .. } | Kind::Direct => Expected::Aggregate,
         },
         eps: is_gossip.then(|| {
             let mut spec = JobSpec::new(algo, args.n);
@@ -471,33 +559,21 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
             spec.gossip.single = gossip_options(args).ok().and_then(|o| o.single);
             spec.gossip_eps()
         }),
-    };
-    let report = outcome.builtin_report(&job);
-    outcome.print_builtin(&report);
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
     }
-    if outcome.timed_out {
-        bail!("the job timed out");
-    }
-    Ok(())
 }
 
 /// The built-in job on real ranks: this program, started N times in rank mode with the flags'
 /// algorithm and options (`--paced` under the console).
-pub fn builtin_spec(
+fn builtin_spec(
     args: &RunArgs,
     transport: ftcoll_runtime::transport::TransportKind,
     faults: Vec<FaultSpec>,
     console: bool,
-) -> anyhow::Result<crate::live::LiveSpec<'_>> {
-    use crate::live::LiveSpec;
-
+) -> anyhow::Result<LiveSpec> {
     let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
     Ok(LiveSpec {
-        cluster: crate::cluster::Cluster::detect(args)?,
-        args,
+        cluster: Cluster::detect(&cluster_options(args))?,
+        launch: launch_options(args),
         program: exe.to_string_lossy().into_owned(),
         program_args: vec![
             "__rank".into(),
@@ -585,5 +661,23 @@ fn transport_flag_error(error: ftcoll_runtime::transport::TransportError) -> any
             "transport {kind} is not compiled into this build; rebuild with `cargo build --release --features {kind}` (see docs/clusters.md) or use --transport shm or tcp"
         ),
         other => other.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// Benchmarks start jobs from `LaunchOptions::local`: it must say what the flags say.
+    #[test]
+    fn local_launch_options_are_the_flag_defaults() {
+        let cli = crate::cli::Cli::parse_from(["ftcoll-launch", "-n", "7"]);
+        assert_eq!(launch_options(&cli.run), LaunchOptions::local(7));
+        let aggressive =
+            crate::cli::Cli::parse_from(["ftcoll-launch", "-n", "7", "--aggressive-detector"]);
+        let options = launch_options(&aggressive.run);
+        assert_eq!((options.heartbeat_ms, options.suspect_ms), (25, 100));
     }
 }

@@ -219,7 +219,7 @@ fn reap(ranks: &Mutex<BTreeMap<i32, u32>>, writer: &Mutex<TcpStream>) {
         let Some(rank) = lock(ranks).remove(&raw_pid) else {
             continue;
         };
-        crate::live::remove_provider_shm_files(raw_pid as u32);
+        crate::leftovers::remove_provider_shm_files(raw_pid as u32);
         let (code, signal) = match (status.exit_status(), status.terminating_signal()) {
             (Some(code), _) => (code, 0),
             (None, Some(signal)) => (-1, signal),

@@ -12,9 +12,21 @@ pub mod starter;
 
 use anyhow::bail;
 
-use crate::cli::RunArgs;
 use hostfile::Placement;
 use starter::Route;
+
+/// What decides where a job's ranks run: the run's flags on hosts and placement.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterOptions {
+    /// Ranks.
+    pub n: u32,
+    /// The hosts to run on (`--hostfile`), if any.
+    pub hostfile: Option<std::path::PathBuf>,
+    /// Ranks per host (`--ranks-per-node`; default: as many as the host has slots).
+    pub ranks_per_node: Option<u32>,
+    /// Inside a Slurm allocation, still run every rank on this machine (`--no-slurm`).
+    pub no_slurm: bool,
+}
 
 /// Where a job's ranks run when not all on this machine under the launcher.
 pub struct Cluster {
@@ -27,10 +39,10 @@ pub struct Cluster {
 impl Cluster {
     /// The cluster the flags and environment describe: `--hostfile`, else a Slurm allocation
     /// (unless `--no-slurm`), else `None` (every rank on this machine).
-    pub fn detect(args: &RunArgs) -> anyhow::Result<Option<Cluster>> {
-        if let Some(path) = &args.hostfile {
+    pub fn detect(options: &ClusterOptions) -> anyhow::Result<Option<Cluster>> {
+        if let Some(path) = &options.hostfile {
             let hosts = hostfile::read(path)?;
-            let placement = hostfile::place(args.n, &hosts, args.ranks_per_node)?;
+            let placement = hostfile::place(options.n, &hosts, options.ranks_per_node)?;
             let ssh = std::env::var("FTCOLL_SSH").unwrap_or_else(|_| "ssh".into());
             let words: Vec<String> = ssh.split_whitespace().map(str::to_string).collect();
             if words.is_empty() {
@@ -41,14 +53,14 @@ impl Cluster {
                 placement,
             }));
         }
-        if args.no_slurm {
+        if options.no_slurm {
             return Ok(None);
         }
         let Some(allocation) = slurm::Allocation::from_env()? else {
             return Ok(None);
         };
-        let placement =
-            hostfile::place(args.n, &allocation.hosts(), args.ranks_per_node).map_err(|e| {
+        let placement = hostfile::place(options.n, &allocation.hosts(), options.ranks_per_node)
+            .map_err(|e| {
                 anyhow::anyhow!(
                     "inside Slurm job {}: {e}; ask salloc/sbatch for more CPUs (-n) or nodes",
                     allocation.job_id

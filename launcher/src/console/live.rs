@@ -16,35 +16,11 @@ use ftcoll_tui::{
     App, Command, JobInfo, LogEntry, LogKind, RankDetail, RankState, TerminalSession, Update,
 };
 
-use super::{op_seed, Reference, FRAME_INTERVAL, HOLD};
+use super::{Reference, FRAME_INTERVAL, HOLD};
+use crate::live::{op_seed, Flow, JobHandle, LiveSpec, Watcher};
 
 /// Longest wait before a key press is seen.
 const KEY_POLL: Duration = Duration::from_millis(10);
-
-/// What the console needs of the launcher's job loop.
-pub trait JobHandle {
-    /// SIGKILLs `rank` (it is reported once reaped, like any death).
-    fn kill(&mut self, rank: u32);
-    /// SIGSTOPs `rank`: it hangs until the heartbeat detector fences it.
-    fn stop(&mut self, rank: u32);
-    /// Stops or continues every live rank (pause), suspending failure suspicion meanwhile.
-    fn pause(&mut self, paused: bool);
-    /// Queues a control message for `rank`.
-    fn send(&mut self, rank: u32, msg: &ControlMsg);
-    /// Whether `rank` has been reaped.
-    fn exited(&self, rank: u32) -> bool;
-    /// Whether `rank` is being killed on suspicion.
-    fn suspected(&self, rank: u32) -> bool;
-}
-
-/// What the job loop should do after a tick.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
-    /// Keep going.
-    Continue,
-    /// The user quit: stop the job.
-    Quit,
-}
 
 /// How the job's inputs are drawn (for the reference answers).
 #[derive(Clone, Copy, Debug)]
@@ -87,7 +63,7 @@ pub struct LiveConsole {
     /// Samples taken in so far.
     samples_in: u64,
     /// Benchmark mode: the measuring window, after which the job stops.
-    bench: Option<super::bench::BenchWindow>,
+    bench: Option<super::window::BenchWindow>,
     /// When the keyboard was last read.
     last_keys: Option<Instant>,
 }
@@ -128,7 +104,7 @@ impl LiveConsole {
         info: JobInfo,
         inputs: Inputs,
         telemetry: bool,
-        window: super::bench::BenchWindow,
+        window: super::window::BenchWindow,
     ) -> LiveConsole {
         let mut console = LiveConsole::new(info, inputs, None);
         console.telemetry = telemetry;
@@ -439,24 +415,41 @@ impl LiveConsole {
     }
 }
 
-/// Runs `spec` (the built-in job, paced) under the console until the user quits.
-pub fn run(spec: &crate::live::LiveSpec<'_>, op: ReduceOp, kind: InputKind) -> anyhow::Result<()> {
-    let args = spec.args;
-    let info = JobInfo {
-        algo: args.algo().name().to_string(),
-        n: args.n,
-        transport: spec.transport.name().to_string(),
-        simulated: false,
-        value_bits: super::value_bits(args),
-        ranks_per_node: args.ranks_per_node.unwrap_or(args.n).clamp(1, args.n),
-        seed: args.seed,
-    };
-    let inputs = Inputs {
-        op,
-        kind,
-        len: args.len,
-        seed: args.seed,
-    };
+/// The launcher's job loop drives the console through this.
+impl Watcher for LiveConsole {
+    fn telemetry(&self) -> bool {
+        LiveConsole::telemetry(self)
+    }
+
+    fn registered(&mut self, rank: u32, job: &mut dyn JobHandle) {
+        LiveConsole::registered(self, rank, job);
+    }
+
+    fn sample(&mut self, rank: u32, sample: RankSample) {
+        LiveConsole::sample(self, rank, sample);
+    }
+
+    fn reported(&mut self, rank: u32, op: u64) {
+        LiveConsole::reported(self, rank, op);
+    }
+
+    fn failed(&mut self, rank: u32, how: &str) {
+        LiveConsole::failed(self, rank, how);
+    }
+
+    fn suspected(&mut self, rank: u32, why: &str) {
+        LiveConsole::suspected(self, rank, why);
+    }
+
+    fn tick(&mut self, job: &mut dyn JobHandle) -> std::io::Result<Flow> {
+        LiveConsole::tick(self, job)
+    }
+}
+
+/// Runs `spec` (the built-in job, paced) under the console until the user quits; `info`
+/// describes the job to the user, `inputs` how its ranks draw their inputs.
+pub fn run(spec: &LiveSpec, info: JobInfo, inputs: Inputs) -> anyhow::Result<()> {
+    let (n, algo) = (info.n, info.algo.clone());
     let session = TerminalSession::open().map_err(|e| {
         anyhow::anyhow!("cannot open the console ({e}); pass --no-tui to run headless")
     })?;
@@ -469,9 +462,9 @@ pub fn run(spec: &crate::live::LiveSpec<'_>, op: ReduceOp, kind: InputKind) -> a
     let outcome = outcome?;
     println!(
         "{} ranks ({}), {}: {} operations in {:.1} s",
-        args.n,
+        n,
         spec.transport,
-        args.algo().name(),
+        algo,
         console.allowed + 1,
         outcome.wall_s
     );

@@ -6,18 +6,15 @@
 //! live rank finished the previous one and a short hold has passed, or at once on `n`), so there
 //! is always something converging to watch.
 
-pub mod bench;
 pub mod live;
 mod reference;
 pub mod sim;
+pub mod window;
 
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use reference::Reference;
-
-use crate::cli::RunArgs;
 
 /// The algorithm the console runs when none is given: Push-Flow with cooperative correction
 /// converges visibly and survives crashes, failed links and bit flips (000 Sec. 4).
@@ -41,66 +38,4 @@ pub fn owns_terminal() -> bool {
 /// Marks the terminal as the console's (or not).
 pub fn set_owns_terminal(owned: bool) {
     CONSOLE_OWNS_TERMINAL.store(owned, Ordering::Relaxed);
-}
-
-/// Whether a run with these flags opens the console: the built-in job (not a user program),
-/// with a terminal on both ends and no `--no-tui`.
-pub fn wanted(args: &RunArgs) -> bool {
-    !args.no_tui
-        && args.program.is_empty()
-        && std::io::stdout().is_terminal()
-        && std::io::stdin().is_terminal()
-}
-
-/// The seed of operation `op`'s inputs: operation 0 uses the job's seed (so a one-operation
-/// job draws what the headless job draws), later ones fresh inputs.
-pub fn op_seed(seed: u64, op: u64) -> u64 {
-    if op == 0 {
-        seed
-    } else {
-        seed ^ op.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-}
-
-/// Status-sample period of each rank for a job of `n` ranks: 100 ms up to 400 ranks, then
-/// longer so that the launcher takes in at most about 4,000 samples a second.
-pub fn telemetry_period(n: u32) -> Duration {
-    Duration::from_millis((u64::from(n) / 4).clamp(100, 1000))
-}
-
-/// Bits a flip may target in the job's values.
-pub fn value_bits(args: &RunArgs) -> u32 {
-    let single = match args.precision.as_deref() {
-        Some("f32") => true,
-        Some(_) => false,
-        // The round-based gossip of 000 Sec. 6 keeps single precision by default.
-        None => args.algo().is_round_based_gossip(),
-    };
-    if single {
-        32
-    } else {
-        64
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn telemetry_intake_is_bounded() {
-        for n in [1, 16, 400, 4096, 1 << 20] {
-            let per_second = f64::from(n) / telemetry_period(n).as_secs_f64();
-            assert!(per_second <= 4096.0 + 1.0 || n > 4096, "{n}: {per_second}");
-        }
-        assert_eq!(telemetry_period(16), Duration::from_millis(100));
-        assert_eq!(telemetry_period(4096), Duration::from_millis(1000));
-    }
-
-    #[test]
-    fn operation_zero_keeps_the_job_seed() {
-        assert_eq!(op_seed(7, 0), 7);
-        assert_ne!(op_seed(7, 1), 7);
-        assert_ne!(op_seed(7, 1), op_seed(7, 2));
-    }
 }

@@ -15,8 +15,8 @@ use ftcoll_tui::{
     App, Command, JobInfo, LogEntry, LogKind, RankDetail, RankState, TerminalSession, Update,
 };
 
-use super::{op_seed, Reference, FRAME_INTERVAL, HOLD};
-use crate::cli::RunArgs;
+use super::{Reference, FRAME_INTERVAL, HOLD};
+use crate::live::op_seed;
 
 type Stepped = Simulation<Box<dyn Protocol + Send>>;
 
@@ -335,17 +335,17 @@ impl SimConsole {
     }
 }
 
-/// Runs the simulated job of `args` under the console until the user quits.
-pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let (spec, config) = crate::run::job_from_args(args)?;
+/// Runs the simulated job `spec` under the console until the user quits; `value_bits`: the
+/// bits a flip may target in its values.
+pub fn run(spec: JobSpec, config: SimConfig, value_bits: u32) -> anyhow::Result<()> {
     let info = JobInfo {
         algo: spec.algo.name().to_string(),
         n: spec.n,
         transport: "sim".into(),
         simulated: true,
-        value_bits: super::value_bits(args),
+        value_bits,
         ranks_per_node: config.ranks_per_node,
-        seed: args.seed,
+        seed: config.seed,
     };
     // Validate before taking the terminal, so errors print normally.
     let mut console = SimConsole::new(info, spec, config, None)?;

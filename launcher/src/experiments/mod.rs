@@ -36,6 +36,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+use clap::Args;
 use ftcoll_algos::ftco::FtcoOptions;
 use ftcoll_algos::topology::TreeShape;
 use ftcoll_algos::Rank;
@@ -44,7 +45,32 @@ use ftcoll_runtime::faults::{FaultSpec, FaultTime, KillTime};
 use ftcoll_runtime::job::{simulate, Algorithm, JobSpec};
 use ftcoll_runtime::sim::{InputKind, SimConfig, SimReport, Simulation};
 
-use crate::cli::ExperimentArgs;
+/// Flags of `ftcoll-launch experiment`.
+#[derive(Debug, Args)]
+pub struct ExperimentArgs {
+    /// The experiment's name; `list` shows them.
+    pub name: String,
+    /// Run at the paper's size instead of the small default.
+    #[arg(long)]
+    pub full: bool,
+    /// Where the CSV files and the SVG plot go (default: results/NAME).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Base seed: every run's seed, placement and start time derives from it.
+    #[arg(long, default_value_t = 2024)]
+    pub seed: u64,
+    /// Simulations run side by side (1 or 2).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=2))]
+    pub threads: u32,
+    /// Random placements per point of the fault experiments (default: 20, with --full 1000);
+    /// seeds per row of table2 (default 2, with --full 3).
+    #[arg(long)]
+    pub placements: Option<u32>,
+    /// Largest N (ranks) to simulate: caps the size sweeps (default 2K, with --full 64K) and
+    /// table2's N (default 4K).
+    #[arg(long, value_name = "N")]
+    pub max_ranks: Option<u32>,
+}
 
 /// The experiments this build can run: name, what it reproduces.
 pub const EXPERIMENTS: &[(&str, &str)] = &[

@@ -164,45 +164,92 @@ impl YAxis {
 
 /// The SVG document of `chart`.
 pub fn render(chart: &Chart) -> String {
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let values: Vec<f64> = chart
-        .series
-        .iter()
-        .flat_map(|s| s.values.iter().flatten().copied())
-        .collect();
-    let axis = if chart.log_y {
-        YAxis::log(&values)
-    } else {
-        YAxis::linear(&values)
-    };
-    // `y` maps an axis coordinate (the value, or its log10) to the page.
-    let y = |c: f64| TOP + plot_h * (1.0 - (c - axis.bottom) / (axis.top - axis.bottom));
-    let ticks = chart.x_ticks.len().max(1) as f64;
-    let x = |i: usize| LEFT + plot_w * (i as f64 + 0.5) / ticks;
-    // Many x ticks (a time axis): label about ten of them, and draw no point markers.
-    let label_every = round_count(chart.x_ticks.len().div_ceil(12));
-    let markers = chart.x_ticks.len() <= 40;
+    let page = Page::new(chart);
     let mut svg = String::new();
+    draw_frame(&mut svg, chart, &page);
+    for (s, series) in chart.series.iter().enumerate() {
+        let color = COLORS[s % COLORS.len()];
+        match chart.kind {
+            Kind::Lines => draw_line(&mut svg, &page, series, color),
+            Kind::Bars => draw_bars(&mut svg, &page, series, s, color),
+        }
+        draw_legend_entry(&mut svg, &page, series, s, color);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Where a chart's parts go on the page.
+struct Page {
+    plot_w: f64,
+    plot_h: f64,
+    axis: YAxis,
+    /// Positions on the x axis (one per tick, at least one).
+    ticks: f64,
+    /// Label every this many x ticks (a time axis has many: about ten get labels).
+    label_every: usize,
+    /// Point markers on lines (not on a crowded x axis).
+    markers: bool,
+    /// Series sharing each bar group.
+    series: f64,
+}
+
+impl Page {
+    fn new(chart: &Chart) -> Page {
+        let values: Vec<f64> = chart
+            .series
+            .iter()
+            .flat_map(|s| s.values.iter().flatten().copied())
+            .collect();
+        Page {
+            plot_w: WIDTH - LEFT - RIGHT,
+            plot_h: HEIGHT - TOP - BOTTOM,
+            axis: if chart.log_y {
+                YAxis::log(&values)
+            } else {
+                YAxis::linear(&values)
+            },
+            ticks: chart.x_ticks.len().max(1) as f64,
+            label_every: round_count(chart.x_ticks.len().div_ceil(12)),
+            markers: chart.x_ticks.len() <= 40,
+            series: chart.series.len().max(1) as f64,
+        }
+    }
+
+    /// The page's y of an axis coordinate (the value, or its log10).
+    fn y(&self, c: f64) -> f64 {
+        let axis = &self.axis;
+        TOP + self.plot_h * (1.0 - (c - axis.bottom) / (axis.top - axis.bottom))
+    }
+
+    /// The page's x of tick `i`.
+    fn x(&self, i: usize) -> f64 {
+        LEFT + self.plot_w * (i as f64 + 0.5) / self.ticks
+    }
+}
+
+/// The document's head, title, grid, axes and axis labels.
+fn draw_frame(svg: &mut String, chart: &Chart, page: &Page) {
+    let (plot_w, plot_h, axis) = (page.plot_w, page.plot_h, &page.axis);
     let _ = writeln!(
-        svg,
+        *svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(
-        svg,
+        *svg,
         r#"<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#
     );
     let _ = writeln!(
-        svg,
+        *svg,
         r#"<text x="{}" y="25" text-anchor="middle" font-size="15">{}</text>"#,
         LEFT + plot_w / 2.0,
         escape(&chart.title)
     );
     // Y grid and ticks.
     for (c, label) in &axis.ticks {
-        let py = y(*c);
+        let py = page.y(*c);
         let _ = writeln!(
-            svg,
+            *svg,
             r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
             LEFT + plot_w,
             LEFT - 6.0,
@@ -212,97 +259,96 @@ pub fn render(chart: &Chart) -> String {
     }
     // Axes.
     let _ = writeln!(
-        svg,
+        *svg,
         r#"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="black"/><line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="black"/>"#,
         TOP + plot_h,
-        y(axis.base()),
+        page.y(axis.base()),
         LEFT + plot_w,
-        y(axis.base())
+        page.y(axis.base())
     );
     for (i, label) in chart.x_ticks.iter().enumerate() {
-        if i % label_every != 0 {
+        if i % page.label_every != 0 {
             continue;
         }
         let _ = writeln!(
-            svg,
+            *svg,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            x(i),
+            page.x(i),
             TOP + plot_h + 18.0,
             escape(label)
         );
     }
     let _ = writeln!(
-        svg,
+        *svg,
         r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
         LEFT + plot_w / 2.0,
         HEIGHT - 15.0,
         escape(&chart.x_label)
     );
     let _ = writeln!(
-        svg,
+        *svg,
         r#"<text x="20" y="{:.1}" text-anchor="middle" transform="rotate(-90 20 {:.1})">{}</text>"#,
         TOP + plot_h / 2.0,
         TOP + plot_h / 2.0,
         escape(&chart.y_label)
     );
-    let count = chart.series.len().max(1) as f64;
-    let group_w = plot_w / ticks * 0.8;
-    for (s, series) in chart.series.iter().enumerate() {
-        let color = COLORS[s % COLORS.len()];
-        match chart.kind {
-            Kind::Lines => {
-                let points: Vec<String> = series
-                    .values
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, v)| {
-                        let c = axis.coordinate((*v)?)?;
-                        Some(format!("{:.1},{:.1}", x(i), y(c)))
-                    })
-                    .collect();
-                let _ = writeln!(
-                    svg,
-                    r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
-                    points.join(" ")
-                );
-                for p in points.iter().filter(|_| markers) {
-                    if let Some((px, py)) = p.split_once(',') {
-                        let _ =
-                            writeln!(svg, r#"<circle cx="{px}" cy="{py}" r="3" fill="{color}"/>"#);
-                    }
-                }
-            }
-            Kind::Bars => {
-                let bar_w = group_w / count;
-                for (i, v) in series.values.iter().enumerate() {
-                    let Some(c) = v.and_then(|v| axis.coordinate(v)) else {
-                        continue;
-                    };
-                    let bx = x(i) - group_w / 2.0 + bar_w * s as f64;
-                    let (y0, y1) = (y(axis.base()), y(c));
-                    let _ = writeln!(
-                        svg,
-                        r#"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}"/>"#,
-                        y0.min(y1),
-                        bar_w * 0.9,
-                        (y1 - y0).abs()
-                    );
-                }
-            }
+}
+
+/// One series as a line (with point markers unless the x axis is crowded).
+fn draw_line(svg: &mut String, page: &Page, series: &Series, color: &str) {
+    let points: Vec<String> = series
+        .values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let c = page.axis.coordinate((*v)?)?;
+            Some(format!("{:.1},{:.1}", page.x(i), page.y(c)))
+        })
+        .collect();
+    let _ = writeln!(
+        svg,
+        r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+        points.join(" ")
+    );
+    for p in points.iter().filter(|_| page.markers) {
+        if let Some((px, py)) = p.split_once(',') {
+            let _ = writeln!(svg, r#"<circle cx="{px}" cy="{py}" r="3" fill="{color}"/>"#);
         }
-        let ly = TOP + 10.0 + 20.0 * s as f64;
-        let lx = LEFT + plot_w + 15.0;
+    }
+}
+
+/// Series number `s` as bars, side by side with the other series' at each tick.
+fn draw_bars(svg: &mut String, page: &Page, series: &Series, s: usize, color: &str) {
+    let group_w = page.plot_w / page.ticks * 0.8;
+    let bar_w = group_w / page.series;
+    for (i, v) in series.values.iter().enumerate() {
+        let Some(c) = v.and_then(|v| page.axis.coordinate(v)) else {
+            continue;
+        };
+        let bx = page.x(i) - group_w / 2.0 + bar_w * s as f64;
+        let (y0, y1) = (page.y(page.axis.base()), page.y(c));
         let _ = writeln!(
             svg,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            ly - 9.0,
-            lx + 20.0,
-            ly,
-            escape(&series.name)
+            r#"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}"/>"#,
+            y0.min(y1),
+            bar_w * 0.9,
+            (y1 - y0).abs()
         );
     }
-    svg.push_str("</svg>\n");
-    svg
+}
+
+/// The legend's entry of series number `s`.
+fn draw_legend_entry(svg: &mut String, page: &Page, series: &Series, s: usize, color: &str) {
+    let ly = TOP + 10.0 + 20.0 * s as f64;
+    let lx = LEFT + page.plot_w + 15.0;
+    let _ = writeln!(
+        svg,
+        r#"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+        ly - 9.0,
+        lx + 20.0,
+        ly,
+        escape(&series.name)
+    );
 }
 
 /// The smallest of 1, 2, 5, 10, 20, 50, ... at or above `n`.

@@ -12,11 +12,14 @@
 //! reported: the simulator does not track queue lengths, and the column says `n/a`.
 
 use ftcoll_runtime::faults::{FaultSpec, FaultTime, Spread};
+use ftcoll_runtime::job::JobSpec;
 use ftcoll_runtime::sim::plan::CompiledPlan;
 use ftcoll_runtime::sim::SimConfig;
 
 use super::svg::{render, Chart, Kind, Series};
-use super::{allreduce_spec, best_multiroot_knomial, fmt, simulate_watched_checked, Ctx};
+use super::{
+    allreduce_spec, best_multiroot_knomial, fmt, simulate_watched_checked, Ctx, TreeChoice,
+};
 
 /// Input spreads of the table.
 const SPREADS: [u64; 8] = [0, 256, 512, 1024, 2048, 4096, 8192, 16384];
@@ -46,53 +49,71 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
         tree.k(),
         tree.roots
     );
-    let spreads = &SPREADS;
     let mut jobs = Vec::new();
     for normal in [false, true] {
-        for &width in spreads {
+        for &width in &SPREADS {
             for rep in 0..reps {
                 jobs.push((normal, width, rep));
             }
         }
     }
-    let results = ctx.par_map(&jobs, |&(normal, width, rep)| -> anyhow::Result<Row> {
-        let seed = ctx.run_seed(&[2, u64::from(n), u64::from(normal), width, u64::from(rep)]);
-        let faults = if width == 0 {
-            Vec::new()
-        } else {
-            let w = FaultTime::Steps(width);
-            vec![FaultSpec::Spread(if normal {
-                Spread::Normal(w)
-            } else {
-                Spread::Uniform(w)
-            })]
-        };
-        let starts = CompiledPlan::compile(&faults, n, 1, seed)?
-            .start_times
-            .unwrap_or_else(|| vec![0; n as usize]);
-        let config = SimConfig {
-            seed,
-            faults,
-            ..SimConfig::default()
-        };
-        let (sim, report) = simulate_watched_checked(ctx, &spec, config)?;
-        let finish: Vec<u64> = sim
-            .ranks()
-            .iter()
-            .filter_map(|w| w.completed_at.map(|t| t.0))
-            .collect();
-        let max_start = starts.iter().copied().max().unwrap_or(0);
-        let min_start = starts.iter().copied().min().unwrap_or(0);
-        let last = finish.iter().copied().max().unwrap_or(0);
-        let first = finish.iter().copied().min().unwrap_or(0);
-        Ok(Row {
-            latency: last as f64 - max_start as f64,
-            work: report.messages as f64 / f64::from(n),
-            output_spread: (last - first) as f64,
-            input_spread: (max_start - min_start) as f64,
-        })
+    let results = ctx.par_map(&jobs, |&(normal, width, rep)| {
+        one_run(ctx, &spec, n, normal, width, rep)
     });
     let results = results.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    let table = average(&jobs, &results, reps);
+    write_table(ctx, n, tree, reps, &table)?;
+    ctx.write("table2.svg", &render(&chart(n, &table)))
+}
+
+/// One run: start times spread by `width` (uniform, or `normal`), seed number `rep`.
+fn one_run(
+    ctx: &Ctx,
+    spec: &JobSpec,
+    n: u32,
+    normal: bool,
+    width: u64,
+    rep: u32,
+) -> anyhow::Result<Row> {
+    let seed = ctx.run_seed(&[2, u64::from(n), u64::from(normal), width, u64::from(rep)]);
+    let faults = if width == 0 {
+        Vec::new()
+    } else {
+        let w = FaultTime::Steps(width);
+        vec![FaultSpec::Spread(if normal {
+            Spread::Normal(w)
+        } else {
+            Spread::Uniform(w)
+        })]
+    };
+    let starts = CompiledPlan::compile(&faults, n, 1, seed)?
+        .start_times
+        .unwrap_or_else(|| vec![0; n as usize]);
+    let config = SimConfig {
+        seed,
+        faults,
+        ..SimConfig::default()
+    };
+    let (sim, report) = simulate_watched_checked(ctx, spec, config)?;
+    let finish: Vec<u64> = sim
+        .ranks()
+        .iter()
+        .filter_map(|w| w.completed_at.map(|t| t.0))
+        .collect();
+    let max_start = starts.iter().copied().max().unwrap_or(0);
+    let min_start = starts.iter().copied().min().unwrap_or(0);
+    let last = finish.iter().copied().max().unwrap_or(0);
+    let first = finish.iter().copied().min().unwrap_or(0);
+    Ok(Row {
+        latency: last as f64 - max_start as f64,
+        work: report.messages as f64 / f64::from(n),
+        output_spread: (last - first) as f64,
+        input_spread: (max_start - min_start) as f64,
+    })
+}
+
+/// The rows averaged over each point's seeds: (normal, width, mean row).
+fn average(jobs: &[(bool, u64, u32)], results: &[Row], reps: u32) -> Vec<(bool, u64, Row)> {
     let mut table = Vec::new();
     for (i, chunk) in results.chunks(reps as usize).enumerate() {
         let count = chunk.len() as f64;
@@ -109,12 +130,23 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
             },
         ));
     }
+    table
+}
+
+/// Prints the table and writes it as CSV.
+fn write_table(
+    ctx: &Ctx,
+    n: u32,
+    tree: TreeChoice,
+    reps: u32,
+    table: &[(bool, u64, Row)],
+) -> anyhow::Result<()> {
     println!("             uniform                                normal");
     println!(
         "spread  latency  work    out.spread  in.spread   latency  work    out.spread  in.spread"
     );
     let mut rows = Vec::new();
-    for &width in spreads {
+    for &width in &SPREADS {
         let find = |normal: bool| {
             table
                 .iter()
@@ -167,7 +199,12 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
             "max_queue_len",
         ],
         &rows,
-    )?;
+    )
+}
+
+/// Latency and output spread against the input spread.
+fn chart(n: u32, table: &[(bool, u64, Row)]) -> Chart {
+    let spreads = &SPREADS;
     let series = |name: &str, normal: bool, f: fn(&Row) -> f64| Series {
         name: name.into(),
         values: spreads
@@ -180,7 +217,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
             })
             .collect(),
     };
-    let chart = Chart {
+    Chart {
         title: format!("004 Table 2: process imbalance, FTCO allreduce, N = {n}"),
         x_label: "input spread W (steps, log scale after 0)".into(),
         y_label: "steps (latency, output spread)".into(),
@@ -193,6 +230,5 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<()> {
         ],
         kind: Kind::Lines,
         log_y: false,
-    };
-    ctx.write("table2.svg", &render(&chart))
+    }
 }

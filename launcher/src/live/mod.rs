@@ -12,7 +12,32 @@ pub mod rank_main;
 mod report;
 mod server;
 mod spawn;
+mod spec;
+mod watch;
 
-pub use job::{run, run_with_console, LiveSpec};
+pub use job::{run, run_with_console};
 pub use report::{BuiltinJob, Expected};
-pub use spawn::remove_provider_shm_files;
+pub use spec::{LaunchOptions, LiveSpec};
+pub use watch::{Flow, JobHandle, Watcher};
+
+/// The seed of operation `op`'s inputs: operation 0 uses the job's seed (so a one-operation
+/// job draws what the headless job draws), later ones fresh inputs.
+pub fn op_seed(seed: u64, op: u64) -> u64 {
+    if op == 0 {
+        seed
+    } else {
+        seed ^ op.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_zero_keeps_the_job_seed() {
+        assert_eq!(op_seed(7, 0), 7);
+        assert_ne!(op_seed(7, 1), 7);
+        assert_ne!(op_seed(7, 1), op_seed(7, 2));
+    }
+}

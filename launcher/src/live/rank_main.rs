@@ -22,7 +22,7 @@ use super::hooks::BuiltinJobHooks;
 #[derive(Debug, Args, Clone)]
 pub struct RankArgs {
     /// Algorithm.
-    #[arg(long, value_parser = crate::cli::parse_algorithm)]
+    #[arg(long, value_parser = ftcoll_launcher::text::options::parse_algorithm)]
     pub algo: Algorithm,
     /// Operator.
     #[arg(long, value_parser = ftcoll_launcher::text::options::parse_op)]
@@ -113,9 +113,36 @@ pub struct RankArgs {
     #[arg(long)]
     pub pcf_as_printed: bool,
     /// Console-paced: wait for the launcher's go before each operation, and draw fresh inputs
-    /// for each (operation K from the seed of `console::op_seed`).
+    /// for each (operation K from the seed of `live::op_seed`).
     #[arg(long)]
     pub paced: bool,
+}
+
+/// Message latency f_ETA assumes on real ranks over shared memory or TCP on one machine.
+const LIVE_ETA_LATENCY_NS: u64 = 50_000;
+/// Per-message overhead f_ETA assumes on real ranks.
+const LIVE_ETA_OVERHEAD_NS: u64 = 5_000;
+/// The FTCO options of real ranks: times in nanoseconds, f_ETA's costs those of one machine.
+pub fn live_ftco_options(
+    shape: ftcoll_algos::topology::TreeShape,
+    roots: u32,
+    detect_timeout: std::time::Duration,
+    service: ftcoll_algos::ftco::ServiceDistance,
+    fixed_timeout: bool,
+) -> ftcoll_algos::ftco::FtcoOptions {
+    use ftcoll_algos::time::Duration as Ticks;
+    ftcoll_algos::ftco::FtcoOptions {
+        shape,
+        roots: roots.max(1),
+        detect_timeout: Ticks(u64::try_from(detect_timeout.as_nanos()).unwrap_or(u64::MAX)),
+        fixed_timeout,
+        costs: ftcoll_algos::ftco::LogP {
+            latency: Ticks(LIVE_ETA_LATENCY_NS),
+            overhead: Ticks(LIVE_ETA_OVERHEAD_NS),
+        },
+        service,
+        ..ftcoll_algos::ftco::FtcoOptions::default()
+    }
 }
 
 /// Runs one rank of the built-in job.
@@ -162,7 +189,7 @@ impl Collective {
             Kind::Corrected(FtcoCollective::Bcast) => Collective::CorrectedBcast(options),
             Kind::Agreement => Collective::EraAgree,
             Kind::Ftco(collective) => {
-                let options = crate::run::live_ftco_options(
+                let options = live_ftco_options(
                     args.ftco_tree,
                     args.ftco_roots,
                     args.detect_timeout,
@@ -309,7 +336,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
                 input,
                 comm.rank(),
                 args.len,
-                crate::console::op_seed(args.seed, index),
+                super::op_seed(args.seed, index),
             )
         } else {
             mine.clone()

@@ -106,20 +106,6 @@ pub fn spawn_rank(
     Ok(child)
 }
 
-/// Removes what libfabric's shm provider left in /dev/shm for process `pid` (files named
-/// `PID:...`): a process killed while using it cannot remove them itself.
-pub fn remove_provider_shm_files(pid: u32) {
-    let prefix = format!("{pid}:");
-    let Ok(entries) = std::fs::read_dir("/dev/shm") else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        if entry.file_name().to_string_lossy().starts_with(&prefix) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
 /// Random bytes from the OS.
 pub fn random_bytes(len: usize) -> anyhow::Result<Vec<u8>> {
     use std::io::Read;

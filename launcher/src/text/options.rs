@@ -5,11 +5,19 @@
 use std::time::Duration;
 
 use ftcoll_algos::corrected::{Correction, FailureInfo};
+use ftcoll_algos::registry::Algorithm;
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::sim::InputKind;
 
 use super::fault::parse_time;
 use ftcoll_algos::fault::FaultTime;
+
+/// `--algo NAME`: the registry's algorithm of that name.
+pub fn parse_algorithm(name: &str) -> Result<Algorithm, String> {
+    Algorithm::from_name(name).ok_or_else(|| {
+        format!("unknown algorithm '{name}'; see the table in --help (e.g. --algo rdb)")
+    })
+}
 
 /// `--op`.
 pub fn parse_op(text: &str) -> Result<ReduceOp, String> {

@@ -20,8 +20,8 @@ use ftcoll_algos::topology::Tree;
 use ftcoll_algos::Rank;
 use serde::Serialize;
 
-use crate::bench_allreduce::{ftcoll_timings, parse_sizes, FtcollCase};
-use crate::cli::BenchArgs;
+use super::allreduce::{ftcoll_timings, parse_sizes, FtcollCase};
+use super::BenchArgs;
 
 /// Warm-up operations before the faulty one (they also start every rank's transport).
 const WARMUP: u32 = 20;
@@ -137,7 +137,7 @@ fn measure(args: &BenchArgs, n: u32, config: &Config<'_>) -> FaultRow {
                     |i: usize| survivors.iter().map(|t| t[i]).max().unwrap_or(0) as f64 / 1e3;
                 faulty.push(slowest(0));
                 let mut rest: Vec<f64> = (1..=AFTER as usize).map(slowest).collect();
-                after.push(crate::bench::median(&mut rest));
+                after.push(super::median(&mut rest));
             }
             Ok(_) => note = Some("a survivor reported too few timings".to_string()),
             Err(error) => {
@@ -146,7 +146,7 @@ fn measure(args: &BenchArgs, n: u32, config: &Config<'_>) -> FaultRow {
             }
         }
     }
-    let figure = |values: &mut Vec<f64>| (!values.is_empty()).then(|| crate::bench::median(values));
+    let figure = |values: &mut Vec<f64>| (!values.is_empty()).then(|| super::median(values));
     FaultRow {
         label: config.label.into(),
         n,

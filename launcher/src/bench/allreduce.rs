@@ -11,12 +11,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use clap::Parser;
 use serde::Serialize;
 
-use crate::cli::{BenchArgs, Cli};
+use super::BenchArgs;
+use crate::live::{LaunchOptions, LiveSpec};
 
-const MPI_SOURCE: &str = include_str!("../bench/mpi_allreduce.c");
+const MPI_SOURCE: &str = include_str!("../../bench/mpi_allreduce.c");
 /// Most timed operations per size (each rank keeps one time per operation).
 const MAX_ITERS: u32 = 10_000_000;
 /// Longest one measurement may take before it is abandoned.
@@ -162,8 +162,10 @@ pub struct FtcollCase {
     pub dead: Vec<u32>,
     /// The operation (counting the warm-up) at whose start the dead ranks die.
     pub dies_at_op: u64,
-    /// More launcher flags (e.g. `--ranks-per-node`).
-    pub launcher_args: Vec<String>,
+    /// The agreement tree (`--era-tree`), if not the default.
+    pub era_tree: Option<String>,
+    /// Ranks per node of the agreement tree, if not all on one node.
+    pub ranks_per_node: Option<u32>,
     /// More flags of the rank processes (e.g. `--bench-failure`).
     pub rank_args: Vec<String>,
 }
@@ -177,7 +179,8 @@ impl FtcollCase {
             tolerate: 0,
             dead: Vec::new(),
             dies_at_op: 0,
-            launcher_args: Vec::new(),
+            era_tree: None,
+            ranks_per_node: None,
             rank_args: Vec::new(),
         }
     }
@@ -220,16 +223,6 @@ pub fn ftcoll_timings(
         .iter()
         .map(|r| format!("kill:rank={r},op={}", case.dies_at_op))
         .collect();
-    let mut argv: Vec<String> = ["ftcoll-launch", "-n", &n.to_string(), "--no-tui"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    argv.extend(["--timeout-s".into(), "180".into()]);
-    for fault in &faults {
-        argv.extend(["--fault".into(), fault.clone()]);
-    }
-    argv.extend(case.launcher_args.iter().cloned());
-    let cli = Cli::try_parse_from(&argv)?;
     let parsed_faults = faults
         .iter()
         .map(|f| ftcoll_launcher::text::parse_fault(f))
@@ -258,9 +251,16 @@ pub fn ftcoll_timings(
     .map(|s| s.to_string())
     .collect();
     program_args.extend(case.rank_args.iter().cloned());
-    let spec = crate::live::LiveSpec {
+    let default = LaunchOptions::local(n);
+    let launch = LaunchOptions {
+        timeout_s: RUN_LIMIT.as_secs(),
+        era_tree: case.era_tree.clone().unwrap_or(default.era_tree.clone()),
+        ranks_per_node: case.ranks_per_node,
+        ..default
+    };
+    let spec = LiveSpec {
         cluster: None,
-        args: &cli.run,
+        launch,
         program: exe.to_string_lossy().into_owned(),
         program_args,
         builtin: true,

@@ -9,79 +9,16 @@
 //! CPU time over a window after wire-up and a warm-up; the figure is CPU seconds per wall
 //! second (cores), median over the repeats.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
 use serde::Serialize;
 
-use super::live::{Inputs, LiveConsole};
-use crate::cli::{BenchArgs, Cli};
-
-/// The measuring window of one run.
-#[derive(Clone, Debug)]
-pub struct BenchWindow {
-    warmup: Duration,
-    window: Duration,
-    wired: Option<Instant>,
-    start: Option<(Instant, f64, u64)>,
-    /// Launcher cores used over the window, and samples taken in per second.
-    pub result: Option<(f64, f64)>,
-}
-
-impl BenchWindow {
-    /// Measures for `window` after `warmup` past wire-up.
-    pub fn new(warmup: Duration, window: Duration) -> BenchWindow {
-        BenchWindow {
-            warmup,
-            window,
-            wired: None,
-            start: None,
-            result: None,
-        }
-    }
-
-    /// Called every turn; true when the window is over (the job should stop).
-    pub fn poll(&mut self, all_registered: bool, samples_in: u64) -> bool {
-        let now = Instant::now();
-        if !all_registered {
-            return false;
-        }
-        let wired = *self.wired.get_or_insert(now);
-        match self.start {
-            None if now.duration_since(wired) >= self.warmup => {
-                self.start = Some((now, process_cpu_s(), samples_in));
-                false
-            }
-            Some((at, cpu, samples)) if now.duration_since(at) >= self.window => {
-                let wall = now.duration_since(at).as_secs_f64();
-                self.result = Some((
-                    (process_cpu_s() - cpu) / wall,
-                    (samples_in - samples) as f64 / wall,
-                ));
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
-/// CPU seconds (user + system) this process used so far, all threads.
-pub fn process_cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may contain spaces) start at the state, field 3.
-    let rest = stat.rsplit(')').next().unwrap_or("");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the state.
-    let total = ticks(11) + ticks(12);
-    total as f64 / rustix::param::clock_ticks_per_second() as f64
-}
+use super::BenchArgs;
+use crate::cluster::{Cluster, ClusterOptions};
+use crate::console::live::{Inputs, LiveConsole};
+use crate::console::window::BenchWindow;
+use crate::live::{LaunchOptions, LiveSpec};
 
 #[derive(Serialize)]
 struct Row {
@@ -94,7 +31,7 @@ struct Row {
 
 /// Runs the benchmark.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let sizes = crate::bench_allreduce::parse_sizes(&args.console_sizes, 1)?;
+    let sizes = super::allreduce::parse_sizes(&args.console_sizes, 1)?;
     let mut rows = Vec::new();
     for &n in &sizes {
         for (variant, console) in [("without console", false), ("with console", true)] {
@@ -108,9 +45,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             let row = Row {
                 n,
                 variant,
-                launcher_cores_median: crate::bench::median(&mut cores.clone()),
+                launcher_cores_median: super::median(&mut cores.clone()),
                 launcher_cores_runs: cores,
-                samples_per_s_median: crate::bench::median(&mut rates),
+                samples_per_s_median: super::median(&mut rates),
             };
             println!(
                 "N={n:5}  {variant:16}  launcher {:.4} cores (median of {}), {:.0} samples/s",
@@ -143,25 +80,45 @@ fn one_run(n: u32, console: bool, args: &BenchArgs) -> anyhow::Result<(f64, f64)
     // an overloaded machine fencing ranks.
     let period_ms = 20 * (u64::from(n) / 256).max(1);
     let period = format!("{period_ms}ms");
-    let argv = [
-        "ftcoll-launch",
-        "-n",
-        &n.to_string(),
-        "--no-tui",
+    let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
+    // The console's job as `ftcoll-launch -n N --algo pfcc --gossip-period P` starts it under
+    // the console (paced, operations until stopped); the ranks' other flags keep their defaults.
+    let program_args = [
+        "__rank",
         "--algo",
         "pfcc",
+        "--op",
+        "sum",
+        "--input",
+        "uniform",
+        "--len",
+        "1",
+        "--seed",
+        "1",
+        "--ops",
+        &u64::MAX.to_string(),
+        "--paced",
         "--gossip-period",
         &period,
-        "--suspect-ms",
-        "30000",
-        "--timeout-s",
-        "600",
-    ];
-    let cli = Cli::try_parse_from(argv)?;
-    let mut run_args = cli.run;
-    run_args.ops = u64::MAX;
-    let transport = ftcoll_runtime::transport::TransportKind::Shm;
-    let spec = crate::run::builtin_spec(&run_args, transport, Vec::new(), true)?;
+    ]
+    .map(String::from)
+    .to_vec();
+    let spec = LiveSpec {
+        launch: LaunchOptions {
+            suspect_ms: 30_000,
+            timeout_s: 600,
+            ..LaunchOptions::local(n)
+        },
+        program: exe.to_string_lossy().into_owned(),
+        program_args,
+        builtin: true,
+        transport: ftcoll_runtime::transport::TransportKind::Shm,
+        faults: Vec::new(),
+        cluster: Cluster::detect(&ClusterOptions {
+            n,
+            ..ClusterOptions::default()
+        })?,
+    };
     let info = ftcoll_tui::JobInfo {
         algo: "pfcc".into(),
         n,

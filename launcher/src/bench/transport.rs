@@ -21,7 +21,7 @@ use ftcoll_runtime::transport::open::{open_network, NetworkOptions};
 use ftcoll_runtime::transport::{Transport, TransportKind};
 use serde::Serialize;
 
-use crate::cli::BenchArgs;
+use super::BenchArgs;
 
 /// Bytes per message, as in the figure.
 const MESSAGE_BYTES: usize = 8;
@@ -171,7 +171,7 @@ fn measure_case(case: &Case, args: &BenchArgs) -> Row {
             Err(error) => row.note = Some(format!("reference: {error:#}")),
         }
     }
-    let mid = |v: &mut Vec<f64>| (!v.is_empty()).then(|| crate::bench::median(v));
+    let mid = |v: &mut Vec<f64>| (!v.is_empty()).then(|| super::median(v));
     row.ftcoll_median_us = mid(&mut ours);
     row.ftcoll_mean_us = mid(&mut means);
     row.reference_us = mid(&mut theirs);
@@ -245,7 +245,7 @@ impl Drop for Killed {
         }
         let _ = self.0.kill();
         let _ = self.0.wait();
-        crate::live::remove_provider_shm_files(self.0.id());
+        crate::leftovers::remove_provider_shm_files(self.0.id());
     }
 }
 
@@ -416,7 +416,7 @@ pub fn pingpong_main(args: &PingPongArgs) -> anyhow::Result<()> {
     while transport.progress()? > 0 && Instant::now() < drain_until {}
     if args.client {
         let mean = timed.as_secs_f64() * 1e6 / f64::from(2 * BLOCK * blocks.max(1));
-        println!("{:.3} {:.3}", crate::bench::median(&mut half_rtts_us), mean);
+        println!("{:.3} {:.3}", super::median(&mut half_rtts_us), mean);
     } else {
         // The client may still be reading its last reply.
         std::thread::sleep(Duration::from_millis(200));

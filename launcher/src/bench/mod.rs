@@ -1,5 +1,11 @@
 //! `ftcoll-launch bench`: performance measurements reported as medians.
 
+pub mod allreduce;
+pub mod console;
+pub mod era;
+pub mod ftco;
+pub mod transport;
+
 use std::fs;
 
 use anyhow::{bail, Context};
@@ -7,7 +13,82 @@ use ftcoll_runtime::job::{simulate, Algorithm, JobSpec};
 use ftcoll_runtime::sim::SimConfig;
 use serde::Serialize;
 
-use crate::cli::BenchArgs;
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// Flags of `ftcoll-launch bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// What to measure: `sim` (simulator events per second and bytes per rank), `allreduce`
+    /// (8-byte allreduce latency on real processes, beside Open MPI and MPICH), `corrected`
+    /// (corrected-tree allreduce beside rdb, with dead ranks), or `era` (agreement latency
+    /// beside the allreduce and ULFM, and the cost of a failure by the failed rank's role), or
+    /// `ftco` (FTCO allreduce with offline faults, 004 Table 1, and against the ULFM way,
+    /// Fig. 6), or `console` (the launcher's CPU while the console watches N ranks, beside
+    /// the same job unwatched), or `transport` (8-byte one-way latency over UCX and libfabric
+    /// beside ucx_perftest and fi_pingpong).
+    pub name: String,
+    /// Ranks for `allreduce`, comma-separated.
+    #[arg(long, default_value = "2,4,8,16")]
+    pub sizes: String,
+    /// Timed operations per size for `allreduce`.
+    #[arg(long, default_value_t = 2000)]
+    pub iters: u32,
+    /// Untimed warm-up operations per size for `allreduce`.
+    #[arg(long, default_value_t = 200)]
+    pub warmup: u32,
+    /// Ranks to simulate.
+    #[arg(short = 'n', long = "ranks", default_value_t = 1 << 20)]
+    pub n: u32,
+    /// Repetitions; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: u32,
+    /// Agreement tree of `era` (bin, star, string, or X/Y over nodes of --ranks-per-node).
+    #[arg(long, default_value = "bin/bin")]
+    pub era_tree: String,
+    /// Ranks per node of `era`'s tree and of its failure roles (node master, whole node).
+    #[arg(long, default_value_t = 4)]
+    pub ranks_per_node: u32,
+    /// Ranks of `era`'s failure runs.
+    #[arg(long, default_value_t = 16)]
+    pub failure_n: u32,
+    /// Tree of `ftco`.
+    #[arg(long, default_value = "kary:2")]
+    pub ftco_tree: String,
+    /// Detection timeout of `ftco`.
+    #[arg(long, default_value = "100ms")]
+    pub detect_timeout: String,
+    /// `ftco` with one fixed timeout for every message (see `--ftco-fixed-timeout` of a job).
+    #[arg(long)]
+    pub ftco_fixed_timeout: bool,
+    /// Ranks of `ftco`'s Fig. 6 comparison, comma-separated.
+    #[arg(long, default_value = "8,16,32,64")]
+    pub fig6_sizes: String,
+    /// Where Open MPI 5 with ULFM is installed, for `era`'s side-by-side figures.
+    #[arg(long, default_value = "/opt/ulfm")]
+    pub ulfm_prefix: PathBuf,
+    /// Ranks of `console`, comma-separated.
+    #[arg(long, default_value = "4096")]
+    pub console_sizes: String,
+    /// `console`: seconds after wire-up before measuring.
+    #[arg(long, default_value_t = 5.0)]
+    pub warmup_s: f64,
+    /// `console`: seconds measured.
+    #[arg(long, default_value_t = 10.0)]
+    pub window_s: f64,
+    /// ftcoll's algorithm in `allreduce` (`rdb` or `direct`); default: what
+    /// `Communicator::allreduce` picks at each size.
+    #[arg(long = "algo")]
+    pub allreduce_algo: Option<String>,
+    /// MPI libraries `allreduce` compares against, comma-separated (`openmpi`, `mpich`), or
+    /// `none` to time ftcoll alone.
+    #[arg(long, default_value = "openmpi,mpich")]
+    pub mpi: String,
+    /// Write the results as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
 
 /// Results of `bench sim`.
 #[derive(Debug, Serialize)]
@@ -26,12 +107,12 @@ struct SimBenchJson {
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     match args.name.as_str() {
         "sim" => bench_sim(args),
-        "allreduce" => crate::bench_allreduce::run(args),
-        "corrected" => crate::bench_allreduce::run_corrected(args),
-        "era" => crate::bench_era::run(args),
-        "ftco" => crate::bench_ftco::run(args),
-        "console" => crate::console::bench::run(args),
-        "transport" => crate::bench_transport::run(args),
+        "allreduce" => allreduce::run(args),
+        "corrected" => allreduce::run_corrected(args),
+        "era" => era::run(args),
+        "ftco" => ftco::run(args),
+        "console" => console::run(args),
+        "transport" => transport::run(args),
         other => {
             bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected, era, ftco, console, transport")
         }

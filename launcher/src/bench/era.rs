@@ -19,13 +19,13 @@ use ftcoll_algos::corrected::RankSet;
 use ftcoll_algos::era::{EraTopology, EraTree};
 use serde::Serialize;
 
-use crate::bench_allreduce::{
+use super::allreduce::{
     ftcoll_run, ftcoll_timings, parse_sizes, run_bounded, slowest_per_op, tempdir, FtcollCase,
     Latency,
 };
-use crate::cli::BenchArgs;
+use super::BenchArgs;
 
-const ULFM_SOURCE: &str = include_str!("../bench/ulfm_agree.c");
+const ULFM_SOURCE: &str = include_str!("../../bench/ulfm_agree.c");
 
 /// The ranks that fail in one row of the failure table.
 #[derive(Debug, Clone, Serialize)]
@@ -97,7 +97,7 @@ impl FailureFigures {
         }
         let pick = |f: fn(&FailureFigures) -> f64| {
             let mut values: Vec<f64> = runs.iter().map(f).collect();
-            crate::bench::median(&mut values)
+            super::median(&mut values)
         };
         Some(FailureFigures {
             detect_us: pick(|r| r.detect_us),
@@ -259,22 +259,13 @@ fn result_fields(
     Ok(fields)
 }
 
-/// ftcoll's launcher flags for the agreement tree.
-fn tree_args(args: &BenchArgs) -> Vec<String> {
-    vec![
-        "--era-tree".into(),
-        args.era_tree.clone(),
-        "--ranks-per-node".into(),
-        args.ranks_per_node.to_string(),
-    ]
-}
-
 /// One ftcoll failure run of `victims` at `n` ranks.
 fn ftcoll_failure(args: &BenchArgs, n: u32, victims: &[u32]) -> anyhow::Result<FailureFigures> {
     let case = FtcollCase {
         dead: victims.to_vec(),
         dies_at_op: u64::from(args.warmup),
-        launcher_args: tree_args(args),
+        era_tree: Some(args.era_tree.clone()),
+        ranks_per_node: Some(args.ranks_per_node),
         rank_args: vec!["--bench-failure".into()],
         ..FtcollCase::plain("ftcoll", "era-agree")
     };
@@ -289,7 +280,7 @@ fn ftcoll_failure(args: &BenchArgs, n: u32, victims: &[u32]) -> anyhow::Result<F
         detect_us: worst(0) / 1e3,
         stabilize_us: worst(1) / 1e3,
         stabilize_count: worst(2),
-        post_median_us: crate::bench::median(&mut post),
+        post_median_us: super::median(&mut post),
     })
 }
 
@@ -330,7 +321,8 @@ fn failure_row(
 /// machine's slow spells fall on all alike; each figure is the median of the runs' figures.
 fn latency_rows(args: &BenchArgs, ulfm: Option<&Ulfm>, n: u32) -> anyhow::Result<Vec<Latency>> {
     let era = FtcollCase {
-        launcher_args: tree_args(args),
+        era_tree: Some(args.era_tree.clone()),
+        ranks_per_node: Some(args.ranks_per_node),
         ..FtcollCase::plain("era", "era-agree")
     };
     let rdb = FtcollCase::plain("rdb", "rdb");
@@ -357,7 +349,7 @@ fn latency_rows(args: &BenchArgs, ulfm: Option<&Ulfm>, n: u32) -> anyhow::Result
 fn median_latency(runs: &[Latency]) -> Latency {
     let mut medians: Vec<f64> = runs.iter().filter_map(|r| r.median_us).collect();
     let mut p99s: Vec<f64> = runs.iter().filter_map(|r| r.p99_us).collect();
-    let figure = |values: &mut Vec<f64>| (!values.is_empty()).then(|| crate::bench::median(values));
+    let figure = |values: &mut Vec<f64>| (!values.is_empty()).then(|| super::median(values));
     Latency {
         implementation: runs[0].implementation.clone(),
         n: runs[0].n,

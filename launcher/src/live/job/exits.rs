@@ -1,0 +1,252 @@
+//! Deaths: children reaped, failures recorded and announced, suspects fenced, silence judged.
+
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use ftcoll_runtime::control::FailureCause;
+use mio::unix::SourceFd;
+use mio::Poll;
+
+use super::{
+    ConsoleEvent, Loop, FENCE_GRACE, LIVENESS_EVERY, MAX_EXIT_DRAIN_PASSES, REGISTER_TIMEOUT,
+};
+use crate::live::report::FailureRecord;
+use crate::live::server::failure_notice;
+
+impl Loop {
+    /// A child exited: record it, and if it had not finished, tell every survivor.
+    pub(super) fn reaped(&mut self, poll: &mut Poll, rank: u32) -> anyhow::Result<()> {
+        // Its last messages may still sit in its control socket (the pidfd event can come
+        // first): read them before judging whether it finished. A pass reads at most half a
+        // control message; a dead rank's socket holds only what it wrote, so the passes end.
+        for _ in 0..MAX_EXIT_DRAIN_PASSES {
+            let Some(index) = self.ranks[rank as usize].conn else {
+                break;
+            };
+            if self.conn_event(poll, index, true)? == 0 {
+                break;
+            }
+        }
+        let slot = &mut self.ranks[rank as usize];
+        if slot.exited {
+            return Ok(());
+        }
+        let Some(child) = slot.child.as_mut() else {
+            return Ok(());
+        };
+        let status = match child.try_wait() {
+            Ok(Some(status)) => status,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(e).context("waiting for a rank"),
+        };
+        slot.exited = true;
+        if self.sweep_provider_shm {
+            crate::leftovers::remove_provider_shm_files(slot.pid);
+        }
+        if let Some(pidfd) = slot.pidfd.take() {
+            let _ = poll
+                .registry()
+                .deregister(&mut SourceFd(&pidfd.as_raw_fd()));
+        }
+        self.record_exit(rank, status.success(), describe_exit(status));
+        Ok(())
+    }
+
+    /// Rank `rank` is dead (`clean`: it exited with status 0; `how`: its exit as seen). Unless
+    /// it finished its work and exited cleanly, it failed: record it and tell every survivor.
+    pub(super) fn record_exit(&mut self, rank: u32, clean: bool, how: String) {
+        let slot = &mut self.ranks[rank as usize];
+        slot.exited = true;
+        if slot.finished && clean {
+            return;
+        }
+        let cause = slot.fenced.unwrap_or(FailureCause::Exited);
+        let how = match cause {
+            FailureCause::Exited | FailureCause::NodeLost => how,
+            other => format!("{} (killed by the launcher)", other.name()),
+        };
+        let at_s = self.started.elapsed().as_secs_f64();
+        tracing::warn!(rank, %how, at_s, "rank failed");
+        if let Some(events) = self.console_events.as_mut() {
+            events.push(ConsoleEvent::Failed(rank, how.clone()));
+        }
+        self.failures.push(FailureRecord {
+            rank,
+            cause,
+            how,
+            at_s,
+        });
+        let notice = failure_notice(rank, cause);
+        for other in 0..self.ranks.len() as u32 {
+            if other != rank && !self.ranks[other as usize].exited {
+                self.send_to(other, &notice);
+            }
+        }
+        for asker in self.pending_resolves.remove(&rank).unwrap_or_default() {
+            self.send_to(
+                asker,
+                &ftcoll_runtime::control::ControlMsg::Address {
+                    peer: rank,
+                    address: String::new(),
+                },
+            );
+        }
+    }
+
+    /// A registered rank's control connection closed. Usually the process died (its EOF tends to
+    /// arrive before the pidfd event): reap it now so the cause is its exit. A rank that drops
+    /// the connection while alive and unfinished cannot be told of failures any more: it is
+    /// killed first, then reported.
+    pub(super) fn control_closed(&mut self, poll: &mut Poll, rank: u32) {
+        let slot = &mut self.ranks[rank as usize];
+        if let Some((clean, how)) = slot.remote_exit.take() {
+            self.record_exit(rank, clean, how);
+            return;
+        }
+        if slot.exited || slot.finished || slot.fenced.is_some() {
+            return;
+        }
+        if slot.node_agent.is_some() {
+            // Its agent reports its exit if it died; if not, it is fenced after the grace.
+            slot.pending_fence
+                .get_or_insert((Instant::now(), FailureCause::ControlLost));
+            return;
+        }
+        // The process may be exiting right now; give it a moment before calling it a hang.
+        let mut exited = false;
+        for _ in 0..50 {
+            exited = slot
+                .child
+                .as_mut()
+                .is_some_and(|c| !matches!(c.try_wait(), Ok(None)));
+            if exited {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        if exited {
+            // try_wait reaped it; `reaped` reads the stored status.
+            let _ = self.reaped(poll, rank);
+        } else {
+            self.fence(rank, FailureCause::ControlLost);
+        }
+    }
+
+    /// Kills a suspected rank; it is reported once reaped (fail-stop by construction).
+    pub(super) fn fence(&mut self, rank: u32, cause: FailureCause) {
+        let slot = &mut self.ranks[rank as usize];
+        if slot.exited || slot.fenced.is_some() {
+            return;
+        }
+        slot.fenced = Some(cause);
+        if let Some(events) = self.console_events.as_mut() {
+            events.push(ConsoleEvent::Suspected(rank, cause.name()));
+        }
+        tracing::warn!(
+            rank,
+            cause = cause.name(),
+            "suspected; killing before anyone is told"
+        );
+        self.kill_rank(rank);
+    }
+
+    /// SIGKILL to `rank`, wherever it runs.
+    pub(super) fn kill_rank(&mut self, rank: u32) {
+        let slot = &mut self.ranks[rank as usize];
+        if slot.exited {
+            return;
+        }
+        match slot.child.as_mut() {
+            Some(child) => {
+                let _ = child.kill();
+            }
+            None => self.signal_remote(rank, rustix::process::Signal::KILL.as_raw()),
+        }
+    }
+
+    pub(super) fn check_liveness(&mut self, n: u32) {
+        if self.paused {
+            return;
+        }
+        let now = Instant::now();
+        // A launcher that did not run for a good part of the suspicion timeout (a machine
+        // with far more runnable ranks than cores starves it too) could not read anyone's
+        // heartbeats meanwhile: its own stall is nobody's silence, so suspicion restarts.
+        let gap = now.duration_since(self.last_liveness_check.unwrap_or(now));
+        // Suspicion has a resolution of a fraction of its timeout: looking at every rank on
+        // every turn of a busy loop (thousands of samples and beats a second) would cost more
+        // than everything else the launcher does.
+        if self.last_liveness_check.is_some() && gap < (self.suspect / 16).min(LIVENESS_EVERY) {
+            return;
+        }
+        self.last_liveness_check = Some(now);
+        if gap > self.suspect / 4 {
+            tracing::warn!(
+                stalled_ms = gap.as_millis() as u64,
+                "the launcher itself stalled; restarting heartbeat suspicion"
+            );
+            for slot in &mut self.ranks {
+                if slot.last_heartbeat.is_some() {
+                    slot.last_heartbeat = Some(now);
+                }
+            }
+            return;
+        }
+        self.check_agents(now);
+        for rank in 0..n {
+            let slot = &self.ranks[rank as usize];
+            if slot.exited || slot.finished || slot.fenced.is_some() {
+                continue;
+            }
+            let silent = match slot.last_heartbeat {
+                Some(beat) => now.duration_since(beat) > self.suspect,
+                None => self.started.elapsed() > REGISTER_TIMEOUT,
+            };
+            let graced = slot
+                .pending_fence
+                .filter(|(since, _)| now.duration_since(*since) > FENCE_GRACE);
+            if silent {
+                self.fence(rank, FailureCause::HeartbeatTimeout);
+            } else if let Some((_, cause)) = graced {
+                self.fence(rank, cause);
+            }
+        }
+    }
+
+    /// Drops every control connection without judging anyone (the job is over): agents and
+    /// ranks still running see the end of their connection and exit.
+    pub(super) fn close_all(&mut self, poll: &mut Poll) {
+        for conn in self.conns.iter_mut().filter_map(Option::take) {
+            let mut conn = conn;
+            let _ = poll.registry().deregister(&mut conn.stream);
+        }
+    }
+
+    pub(super) fn kill_all(&mut self) {
+        for rank in 0..self.ranks.len() as u32 {
+            self.kill_rank(rank);
+        }
+    }
+
+    pub(super) fn reap_all_blocking(&mut self) {
+        for slot in &mut self.ranks {
+            if let Some(child) = slot.child.as_mut() {
+                let _ = child.wait();
+                if self.sweep_provider_shm {
+                    crate::leftovers::remove_provider_shm_files(slot.pid);
+                }
+            }
+            slot.exited = true;
+        }
+    }
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        _ => "ended".to_string(),
+    }
+}
