@@ -750,14 +750,13 @@ impl<T: Transport> Endpoint<T> {
                 {
                     let words = spare_words.copy_of(bytes);
                     let local_from = Rank(Endpoint::<T>::local(group, from.0).unwrap_or(from.0));
-                    // FTCO peers already in that operation need an ACK now (004 App. B).
-                    if let Some(local_me) = Endpoint::<T>::local(group, me.0) {
-                        ftcoll_algos::ftco::ack_before_start(
-                            Rank(local_me),
-                            local_from,
-                            &frame.header,
-                            outbox,
-                        );
+                    // Peers already in that operation may need an answer now (the family says).
+                    let answer = Algorithm::from_wire(frame.header.algo)
+                        .and_then(Algorithm::answer_before_start);
+                    if let (Some(answer), Some(local_me)) =
+                        (answer, Endpoint::<T>::local(group, me.0))
+                    {
+                        answer(Rank(local_me), local_from, &frame.header, outbox);
                     }
                     early
                         .entry(frame.header.op_id)
