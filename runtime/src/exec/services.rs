@@ -100,7 +100,8 @@ impl Services {
 
     /// Routes a frame that carries an installed service's wire id (see
     /// [`Services::may_claim`]): to the service that claims it, else aside if it is ahead of
-    /// every service of its wire id, else nowhere.
+    /// every service of its wire id, else nowhere. False if the service that claimed it
+    /// rejected it.
     pub(super) fn receive(&mut self, from: Rank, frame: &Frame<'_>, bytes: &[u8]) -> bool {
         let mut ahead = true;
         for (_, service) in self.installed.iter_mut().rev() {
