@@ -15,7 +15,17 @@ use std::fmt;
 
 use crate::ftco::Collective;
 use crate::gossip::Rule;
+use crate::protocol::Outbox;
+use crate::rank::Rank;
 use crate::values::ReduceOp;
+use crate::wire::FrameHeader;
+
+/// A protocol family's answer to a frame of an operation the receiving rank has not started
+/// yet: `me` is the receiver and `from` the sender, as the operation numbers them. Queues the
+/// answer into the outbox and returns true if the frame called for one. The frame itself is
+/// held by the driver until the operation starts, answered or not.
+pub type AnswerBeforeStart =
+    fn(me: Rank, from: Rank, header: &FrameHeader, out: &mut Outbox) -> bool;
 
 /// Every algorithm ftcoll runs; the discriminant is the wire id of its frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -491,6 +501,21 @@ impl Algorithm {
         )
     }
 
+    /// What its ranks answer frames of an operation they have not started yet, if anything:
+    /// FTCO acknowledges DATA and KEEPALIVE at once (004 App. B), so that a peer already in
+    /// the operation does not take a late rank for dead. Drivers call it for every frame they
+    /// hold for a later operation.
+    pub fn answer_before_start(self) -> Option<AnswerBeforeStart> {
+        match self.kind() {
+            Kind::Ftco(_) => Some(crate::ftco::ack_before_start),
+            Kind::RecursiveDoubling { .. }
+            | Kind::Direct
+            | Kind::Gossip { .. }
+            | Kind::Corrected(_)
+            | Kind::Agreement => None,
+        }
+    }
+
     /// Whether it is a broadcast from rank 0: every rank should end with rank 0's input.
     pub const fn is_bcast(self) -> bool {
         matches!(
@@ -540,5 +565,21 @@ mod tests {
                 | Kind::Agreement => {}
             }
         }
+    }
+
+    #[test]
+    fn only_ftco_answers_frames_of_operations_not_started() {
+        for algo in Algorithm::ALL {
+            let answers = algo.answer_before_start().is_some();
+            assert_eq!(answers, algo.ftco_collective().is_some(), "{algo}");
+        }
+        let data = crate::ftco::FtcoKind::Data as u8;
+        let header = FrameHeader::new(Algorithm::FtcoReduce, data, crate::OpId(7), Rank(1), 3);
+        let answer = Algorithm::FtcoReduce.answer_before_start().unwrap();
+        let mut out = Outbox::new();
+        assert!(answer(Rank(0), Rank(1), &header, &mut out));
+        let (to, bytes) = out.send_at(0).unwrap();
+        assert_eq!(to, Rank(1));
+        assert_eq!(crate::Frame::decode(bytes).unwrap().header.aux, 3);
     }
 }

@@ -1,13 +1,16 @@
 //! ULFM's recovery calls: agreements (002's ERA), acknowledging failures, shrink and revoke.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ftcoll_algos::era::{AgreedValue, Era, EraConfig};
+use ftcoll_algos::protocol::Outbox;
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::ReduceOp;
 
+use super::era_service::{EraService, ERA_EPOCH_SHIFT};
 use super::{CommError, Communicator};
-use crate::exec::{OpEnd, ERA_EPOCH_SHIFT};
+use crate::exec::{ExecError, OpEnd};
 use crate::progress::ProgressThread;
 
 /// What an agreement decided.
@@ -60,11 +63,36 @@ impl Communicator {
             topology: self.era_topology,
             ..EraConfig::default()
         };
-        let era = Era::with_members(self.env.rank, self.env.size, excluded, config)
-            .with_id_base(self.epoch << ERA_EPOCH_SHIFT);
-        self.endpoint().add_era(self.epoch, era)?;
+        let era = Era::with_members(self.env.rank, self.env.size, excluded, config);
+        let service = Box::new(EraService::new(self.epoch, era));
+        self.endpoint().install_service(self.epoch, service)?;
         self.endpoint().watch_revoke(self.epoch);
         Ok(())
+    }
+
+    /// Acts on the agreement service of `epoch` and sends what it queued; `None` if the
+    /// service is gone.
+    fn with_era<R>(
+        &self,
+        epoch: u64,
+        act: impl FnOnce(&mut Era, &mut Outbox) -> R,
+    ) -> Result<Option<R>, ExecError> {
+        self.endpoint()
+            .with_service(epoch, |service: &mut EraService, out| {
+                act(service.era_mut(), out)
+            })
+    }
+
+    /// Serves the endpoint until `done` holds for the agreement service of `epoch` (or it is
+    /// gone), `limit` passes, or the job shuts down.
+    pub(super) fn wait_era(
+        &self,
+        epoch: u64,
+        limit: Duration,
+        mut done: impl FnMut(&Era) -> bool,
+    ) -> Result<OpEnd, ExecError> {
+        self.endpoint()
+            .wait_service(epoch, limit, |service: &EraService| done(service.era()))
     }
 
     /// ULFM's `agree`: the bitwise AND of every participant's `flag`, the same at every
@@ -100,18 +128,15 @@ impl Communicator {
     /// Waits for an agreement started by [`Communicator::iagree`].
     pub fn wait_agree(&mut self, request: AgreeRequest) -> Result<Agreed, CommError> {
         let id = request.id;
-        let end = self
-            .endpoint()
-            .wait_era(request.epoch, self.op_timeout, |era| {
-                era.decision(id).is_some()
-            })?;
+        let end = self.wait_era(request.epoch, self.op_timeout, |era| {
+            era.decision(id).is_some()
+        })?;
         match end {
             OpEnd::Completed => {}
             OpEnd::TimedOut => return Err(CommError::TimedOut(self.op_timeout)),
             _ => return Err(CommError::Shutdown),
         }
         let agreed = self
-            .endpoint()
             .with_era(request.epoch, |era, _| {
                 let agreed = era.decision(id).map(Agreed::from_value);
                 era.returned(id);
@@ -137,11 +162,10 @@ impl Communicator {
         let id = (self.epoch << ERA_EPOCH_SHIFT) + self.agreements;
         let acked = self.acked.clone();
         let words = words.to_vec();
-        self.endpoint()
-            .with_era(self.epoch, |era, out| {
-                era.start(id, op, words, &acked, rebalance, out)
-            })?
-            .ok_or(CommError::Shutdown)??;
+        self.with_era(self.epoch, |era, out| {
+            era.start(id, op, words, &acked, rebalance, out)
+        })?
+        .ok_or(CommError::Shutdown)??;
         Ok(AgreeRequest {
             id,
             epoch: self.epoch,
@@ -161,7 +185,7 @@ impl Communicator {
     /// Agreement frames this rank has sent so far in its live communicators (a frame count for
     /// reports; an agreement's own is the difference around it, within one communicator).
     pub fn agreement_messages(&self) -> u64 {
-        self.endpoint().era_messages_sent()
+        self.endpoint().services_frames_sent()
     }
 
     /// The failures this rank acknowledged (world ranks).
@@ -194,8 +218,7 @@ impl Communicator {
     /// ULFM's `revoke`: every pending and later operation on this communicator fails at every
     /// survivor with [`CommError::Revoked`]; agreements and shrink still work.
     pub fn revoke(&mut self) -> Result<(), CommError> {
-        self.endpoint()
-            .with_era(self.epoch, |era, out| era.revoke(out))?;
+        self.with_era(self.epoch, |era, out| era.revoke(out))?;
         Ok(())
     }
 

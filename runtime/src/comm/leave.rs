@@ -26,8 +26,7 @@ impl Communicator {
             // during it re-sends its contribution here).
             let epoch = self.epoch;
             let linger = Instant::now() + FLUSH_LINGER;
-            self.endpoint()
-                .wait_era(epoch, FLUSH_LINGER, |_| Instant::now() >= linger)?;
+            self.wait_era(epoch, FLUSH_LINGER, |_| Instant::now() >= linger)?;
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         // Neighbours may still be correcting towards this rank; answer them before leaving.

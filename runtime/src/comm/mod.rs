@@ -14,6 +14,7 @@
 
 mod agreement;
 mod collectives;
+mod era_service;
 mod error;
 mod job_channel;
 mod join;
@@ -35,6 +36,7 @@ use crate::transport::TransportKind;
 
 pub use agreement::{AgreeRequest, Agreed};
 pub use collectives::{CorrectedOptions, Outcome};
+pub use era_service::ERA_EPOCH_SHIFT;
 pub use error::CommError;
 pub use job_channel::JobChannel;
 pub use leave::own_pss_kb;

@@ -1,0 +1,116 @@
+//! Finished operations whose protocol is not settled yet (see `Protocol::settled`): they keep
+//! receiving their frames and the failure notices while later operations run, and until the
+//! rank leaves the job.
+
+use ftcoll_algos::protocol::{Input, Outbox, Protocol};
+use ftcoll_algos::{Rank, Time};
+
+use super::{local, Endpoint, ExecError, OpStats};
+use crate::transport::Transport;
+
+/// Bound on finished operations still served because they owe peers answers.
+const MAX_LINGERING: usize = 8;
+
+/// A finished operation still served.
+pub(super) struct Lingering {
+    pub(super) op_id: u64,
+    /// Keeps its own timers (a finished gossip rank told of a failure pushes again).
+    protocol: Box<dyn Protocol + Send>,
+}
+
+impl Lingering {
+    /// Unsettled, or settled but still to be reachable (`Protocol::serve_until`).
+    pub(super) fn still_needed(&self, now: Time) -> bool {
+        !self.protocol.settled() || self.protocol.serve_until().is_some_and(|t| t > now)
+    }
+
+    /// Hands `input` to the protocol.
+    pub(super) fn handle(&mut self, now: Time, input: Input<'_>, outbox: &mut Outbox) {
+        self.protocol.handle(now, input, outbox);
+    }
+
+    /// Whether a timer of the protocol is due at `now`.
+    fn timer_due(&self, now: Time) -> bool {
+        self.protocol.poll_timeout().is_some_and(|at| at <= now)
+    }
+}
+
+impl<T: Transport> Endpoint<T> {
+    /// Keeps serving `protocol`, whose operation `op_id` returned, while it owes peers answers.
+    pub fn linger(&mut self, op_id: u64, protocol: Box<dyn Protocol + Send>) {
+        let notices = std::mem::take(&mut self.drained_notices);
+        if protocol.settled() && protocol.serve_until().is_none() {
+            return;
+        }
+        if self.lingering.len() >= MAX_LINGERING {
+            let oldest = self.lingering.remove(0);
+            tracing::debug!(op = oldest.op_id, "stopped serving an unsettled operation");
+        }
+        let mut lingering = Lingering { op_id, protocol };
+        // What it sends in answer leaves with the next pass's sends.
+        for world in notices {
+            if let Some(rank) = local(&self.group, world) {
+                let now = self.now();
+                lingering.handle(
+                    now,
+                    Input::PeerFailed { peer: Rank(rank) },
+                    &mut self.outbox,
+                );
+            }
+        }
+        self.lingering.push(lingering);
+    }
+
+    /// Hands a failure notice to the finished operations still served.
+    pub(super) fn notify_lingering(
+        &mut self,
+        world: u32,
+        stats: &mut OpStats,
+    ) -> Result<(), ExecError> {
+        let Some(rank) = local(&self.group, world) else {
+            return Ok(());
+        };
+        for i in 0..self.lingering.len() {
+            let now = self.now();
+            self.lingering[i].handle(
+                now,
+                Input::PeerFailed { peer: Rank(rank) },
+                &mut self.outbox,
+            );
+            self.after_handle(stats)?;
+        }
+        let now = self.now();
+        self.lingering.retain(|l| l.still_needed(now));
+        Ok(())
+    }
+
+    /// Hands the finished operations still served their due timers; true if any was due.
+    pub(super) fn fire_lingering_timers(&mut self, stats: &mut OpStats) -> Result<bool, ExecError> {
+        if self
+            .lingering
+            .iter()
+            .all(|l| l.protocol.poll_timeout().is_none())
+        {
+            return Ok(false);
+        }
+        let now = self.now();
+        let mut fired = false;
+        for i in 0..self.lingering.len() {
+            if self.lingering[i].timer_due(now) {
+                self.lingering[i].handle(now, Input::Timeout, &mut self.outbox);
+                self.after_handle(stats)?;
+                fired = true;
+            }
+        }
+        self.lingering.retain(|l| l.still_needed(now));
+        Ok(fired)
+    }
+
+    /// The earliest timer of a finished operation still served.
+    pub(super) fn next_lingering_timer(&self) -> Option<Time> {
+        self.lingering
+            .iter()
+            .filter_map(|l| l.protocol.poll_timeout())
+            .min()
+    }
+}
