@@ -61,7 +61,8 @@ impl Placement {
 /// exchange rather than by recursive doubling.
 ///
 /// Measured (docs/performance.md): with a core per rank, recursive doubling's log2(N) exchanges
-/// beat the direct exchange's N - 1 incoming frames at every N from 3 to 16; oversubscribed, the direct exchange wins, because it needs one turn on a
+/// beat the direct exchange's N - 1 incoming frames at every N from 3 to 16 (16 ranks on 16
+/// cores: 3.4 against 9.7 us, Open MPI 3.6); oversubscribed, the direct exchange wins, because it needs one turn on a
 /// core per operation where recursive doubling waits on a chain of descheduled peers. At two
 /// ranks both are the same single exchange, and recursive doubling keeps less state.
 pub fn prefer_direct(size: u32, bytes: usize, placement: Placement) -> bool {
