@@ -8,7 +8,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use ftcoll_tests::source::{is_ident, rust_files, string_literals, workspace_root};
 
 /// Source folders scanned, relative to the workspace root: the crates' sources, and the tests
 /// and examples that read variables of their own.
@@ -39,17 +41,6 @@ const PREFIX: &[u8] = b"FTCOLL_";
 /// This test, whose literals are examples, not variables.
 const THIS_FILE: &str = "tests/tests/env_documented.rs";
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives in the workspace root")
-        .to_path_buf()
-}
-
-fn is_ident(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || byte == b'_'
-}
-
 fn is_name_byte(byte: u8) -> bool {
     byte.is_ascii_uppercase() || byte.is_ascii_digit() || byte == b'_'
 }
@@ -75,124 +66,6 @@ fn names_in(text: &[u8]) -> Vec<String> {
         }
     }
     names
-}
-
-/// The bytes of a UTF-8 character that starts with `lead`.
-fn utf8_len(lead: u8) -> usize {
-    match lead {
-        0xF0..=0xFF => 4,
-        0xE0..=0xEF => 3,
-        0xC0..=0xDF => 2,
-        _ => 1,
-    }
-}
-
-/// The contents of every string literal in Rust source `src`, escapes left as written.
-fn string_literals(src: &[u8]) -> Vec<&[u8]> {
-    let mut literals = Vec::new();
-    let mut i = 0;
-    while i < src.len() {
-        let rest = &src[i..];
-        if rest.starts_with(b"//") {
-            // Line comment (doc comments included).
-            while i < src.len() && src[i] != b'\n' {
-                i += 1;
-            }
-        } else if rest.starts_with(b"/*") {
-            // Block comment; they nest.
-            let mut depth = 0usize;
-            while i < src.len() {
-                if src[i..].starts_with(b"/*") {
-                    depth += 1;
-                    i += 2;
-                } else if src[i..].starts_with(b"*/") {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-        } else if src[i] == b'"' {
-            // Plain or byte string: up to the first unescaped quote.
-            let start = i + 1;
-            let mut j = start;
-            while j < src.len() && src[j] != b'"' {
-                j += if src[j] == b'\\' { 2 } else { 1 };
-            }
-            literals.push(&src[start..j.min(src.len())]);
-            i = j + 1;
-        } else if src[i] == b'\'' {
-            // A character literal, or a lifetime / label (a quote and an identifier).
-            if src.get(i + 1) == Some(&b'\\') {
-                // Skip the escaped character itself: it may be a quote.
-                let mut j = i + 3;
-                while j < src.len() && src[j] != b'\'' {
-                    j += 1;
-                }
-                i = j + 1;
-            } else {
-                let after = i + 1 + src.get(i + 1).map_or(1, |&b| utf8_len(b));
-                i = if src.get(after) == Some(&b'\'') {
-                    after + 1
-                } else {
-                    i + 1
-                };
-            }
-        } else if is_ident(src[i]) && (i == 0 || !is_ident(src[i - 1])) {
-            // A word; `r`, `br` (and `b`, `c`, `cr`) may open a raw or prefixed literal.
-            let mut end = i;
-            while end < src.len() && is_ident(src[end]) {
-                end += 1;
-            }
-            let word = &src[i..end];
-            let raw = matches!(word, b"r" | b"br" | b"cr");
-            if raw && matches!(src.get(end), Some(b'#') | Some(b'"')) {
-                let mut hashes = 0;
-                let mut j = end;
-                while src.get(j) == Some(&b'#') {
-                    hashes += 1;
-                    j += 1;
-                }
-                if src.get(j) == Some(&b'"') {
-                    let start = j + 1;
-                    let mut close = b"\"".to_vec();
-                    close.extend(std::iter::repeat_n(b'#', hashes));
-                    let mut k = start;
-                    while k < src.len() && !src[k..].starts_with(&close) {
-                        k += 1;
-                    }
-                    literals.push(&src[start..k.min(src.len())]);
-                    i = k + close.len();
-                } else {
-                    // `r#ident`, a raw identifier.
-                    i = j;
-                }
-            } else {
-                // `b"..."`, `b'x'` and `c"..."` continue at the quote; other words end here.
-                i = end;
-            }
-        } else {
-            i += 1;
-        }
-    }
-    literals
-}
-
-fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, files);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
-        }
-    }
 }
 
 /// Every `FTCOLL_*` name in the sources' string literals, with the files it occurs in.
