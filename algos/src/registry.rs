@@ -243,6 +243,174 @@ const fn gossip(
     }
 }
 
+// The descriptors, one per algorithm, in the order of the table.
+
+const RDB: Descriptor = Descriptor {
+    name: "rdb",
+    summary: "recursive doubling allreduce, any N (000 Alg. 1)",
+    paper: Paper::Gossip000,
+    kind: Kind::RecursiveDoubling { approximate: false },
+    runs: BOTH,
+    tolerates: NONE,
+    operators: Operators::Arithmetic,
+};
+
+const ARDB: Descriptor = Descriptor {
+    name: "ardb",
+    summary: "approximate recursive doubling: stops at the accuracy target or after a step budget (000 Sec. 6.3)",
+    paper: Paper::Gossip000,
+    kind: Kind::RecursiveDoubling { approximate: true },
+    runs: Runs {
+        simulated: true,
+        real: false,
+    },
+    tolerates: NONE,
+    operators: Operators::SumOrAverage,
+};
+
+const DIRECT: Descriptor = Descriptor {
+    name: "direct",
+    summary: "direct-exchange allreduce: every rank sends its input to every other",
+    paper: Paper::Classic,
+    kind: Kind::Direct,
+    runs: BOTH,
+    tolerates: NONE,
+    operators: Operators::Arithmetic,
+};
+
+const PS: Descriptor = gossip(
+    "ps",
+    "Push-Sum gossip (000 Alg. 2)",
+    Paper::Gossip000,
+    Rule::PushSum,
+    false,
+    false,
+);
+
+const PF: Descriptor = gossip(
+    "pf",
+    "Push-Flow gossip (000 Alg. 3)",
+    Paper::Gossip000,
+    Rule::PushFlow,
+    false,
+    false,
+);
+
+const PFLC: Descriptor = gossip(
+    "pflc",
+    "Push-Flow with local correction (000 Alg. 4)",
+    Paper::Gossip000,
+    Rule::LocalCorrection,
+    false,
+    true,
+);
+
+const PFCC: Descriptor = gossip(
+    "pfcc",
+    "Push-Flow with cooperative correction (000 Alg. 5)",
+    Paper::Gossip000,
+    Rule::CooperativeCorrection,
+    false,
+    true,
+);
+
+const PCF: Descriptor = gossip(
+    "pcf",
+    "push-cancel-flow (003 Fig. 5)",
+    Paper::Pcf003,
+    Rule::PushCancelFlowTolerant,
+    false,
+    true,
+);
+
+const HPS: Descriptor = gossip(
+    "hps",
+    "round-based Push-Sum on random permutations (000 Sec. 6)",
+    Paper::Gossip000,
+    Rule::PushSum,
+    true,
+    false,
+);
+
+const HPFLC: Descriptor = gossip(
+    "hpflc",
+    "round-based PFLC on permutation cycles (000 Sec. 6)",
+    Paper::Gossip000,
+    Rule::LocalCorrection,
+    true,
+    true,
+);
+
+const CORRECTED_REDUCE: Descriptor = Descriptor {
+    name: "corrected-reduce",
+    summary: "reduce with up-correction (001 Sec. 4)",
+    paper: Paper::Corrected001,
+    kind: Kind::Corrected(Collective::Reduce),
+    runs: BOTH,
+    tolerates: CRASHES,
+    operators: Operators::Arithmetic,
+};
+
+const CORRECTED_BCAST: Descriptor = Descriptor {
+    name: "corrected-bcast",
+    summary: "corrected-tree broadcast (001, PPoPP'19)",
+    paper: Paper::Corrected001,
+    kind: Kind::Corrected(Collective::Bcast),
+    runs: BOTH,
+    tolerates: CRASHES,
+    operators: Operators::Ignored,
+};
+
+const CORRECTED_ALLREDUCE: Descriptor = Descriptor {
+    name: "corrected-allreduce",
+    summary: "corrected reduce + corrected broadcast (001 Sec. 5)",
+    paper: Paper::Corrected001,
+    kind: Kind::Corrected(Collective::Allreduce),
+    runs: BOTH,
+    tolerates: CRASHES,
+    operators: Operators::Arithmetic,
+};
+
+const FTCO_BCAST: Descriptor = Descriptor {
+    name: "ftco-bcast",
+    summary: "tree broadcast routing around failures (004)",
+    paper: Paper::Ftco004,
+    kind: Kind::Ftco(Collective::Bcast),
+    runs: BOTH,
+    tolerates: CRASHES,
+    operators: Operators::Ignored,
+};
+
+const FTCO_REDUCE: Descriptor = Descriptor {
+    name: "ftco-reduce",
+    summary: "tree reduce routing around failures (004)",
+    paper: Paper::Ftco004,
+    kind: Kind::Ftco(Collective::Reduce),
+    runs: BOTH,
+    tolerates: CRASHES,
+    operators: Operators::Arithmetic,
+};
+
+const FTCO_ALLREDUCE: Descriptor = Descriptor {
+    name: "ftco-allreduce",
+    summary: "tree allreduce routing around failures (004)",
+    paper: Paper::Ftco004,
+    kind: Kind::Ftco(Collective::Allreduce),
+    runs: BOTH,
+    tolerates: CRASHES,
+    operators: Operators::Arithmetic,
+};
+
+const ERA_AGREE: Descriptor = Descriptor {
+    name: "era-agree",
+    summary: "Early Returning Agreement (002)",
+    paper: Paper::Era002,
+    kind: Kind::Agreement,
+    runs: BOTH,
+    tolerates: CRASHES,
+    operators: Operators::Agreement,
+};
+
 impl Algorithm {
     /// All algorithms, in the order of the table.
     pub const ALL: [Algorithm; 17] = [
@@ -268,155 +436,23 @@ impl Algorithm {
     /// Its descriptor.
     pub const fn descriptor(self) -> Descriptor {
         match self {
-            Algorithm::Rdb => Descriptor {
-                name: "rdb",
-                summary: "recursive doubling allreduce, any N (000 Alg. 1)",
-                paper: Paper::Gossip000,
-                kind: Kind::RecursiveDoubling { approximate: false },
-                runs: BOTH,
-                tolerates: NONE,
-                operators: Operators::Arithmetic,
-            },
-            Algorithm::Ardb => Descriptor {
-                name: "ardb",
-                summary: "approximate recursive doubling: stops at the accuracy target or after a step budget (000 Sec. 6.3)",
-                paper: Paper::Gossip000,
-                kind: Kind::RecursiveDoubling { approximate: true },
-                runs: Runs {
-                    simulated: true,
-                    real: false,
-                },
-                tolerates: NONE,
-                operators: Operators::SumOrAverage,
-            },
-            Algorithm::Direct => Descriptor {
-                name: "direct",
-                summary: "direct-exchange allreduce: every rank sends its input to every other",
-                paper: Paper::Classic,
-                kind: Kind::Direct,
-                runs: BOTH,
-                tolerates: NONE,
-                operators: Operators::Arithmetic,
-            },
-            Algorithm::Ps => gossip(
-                "ps",
-                "Push-Sum gossip (000 Alg. 2)",
-                Paper::Gossip000,
-                Rule::PushSum,
-                false,
-                false,
-            ),
-            Algorithm::Pf => gossip(
-                "pf",
-                "Push-Flow gossip (000 Alg. 3)",
-                Paper::Gossip000,
-                Rule::PushFlow,
-                false,
-                false,
-            ),
-            Algorithm::Pflc => gossip(
-                "pflc",
-                "Push-Flow with local correction (000 Alg. 4)",
-                Paper::Gossip000,
-                Rule::LocalCorrection,
-                false,
-                true,
-            ),
-            Algorithm::Pfcc => gossip(
-                "pfcc",
-                "Push-Flow with cooperative correction (000 Alg. 5)",
-                Paper::Gossip000,
-                Rule::CooperativeCorrection,
-                false,
-                true,
-            ),
-            Algorithm::Pcf => gossip(
-                "pcf",
-                "push-cancel-flow (003 Fig. 5)",
-                Paper::Pcf003,
-                Rule::PushCancelFlowTolerant,
-                false,
-                true,
-            ),
-            Algorithm::Hps => gossip(
-                "hps",
-                "round-based Push-Sum on random permutations (000 Sec. 6)",
-                Paper::Gossip000,
-                Rule::PushSum,
-                true,
-                false,
-            ),
-            Algorithm::Hpflc => gossip(
-                "hpflc",
-                "round-based PFLC on permutation cycles (000 Sec. 6)",
-                Paper::Gossip000,
-                Rule::LocalCorrection,
-                true,
-                true,
-            ),
-            Algorithm::CorrectedReduce => Descriptor {
-                name: "corrected-reduce",
-                summary: "reduce with up-correction (001 Sec. 4)",
-                paper: Paper::Corrected001,
-                kind: Kind::Corrected(Collective::Reduce),
-                runs: BOTH,
-                tolerates: CRASHES,
-                operators: Operators::Arithmetic,
-            },
-            Algorithm::CorrectedBcast => Descriptor {
-                name: "corrected-bcast",
-                summary: "corrected-tree broadcast (001, PPoPP'19)",
-                paper: Paper::Corrected001,
-                kind: Kind::Corrected(Collective::Bcast),
-                runs: BOTH,
-                tolerates: CRASHES,
-                operators: Operators::Ignored,
-            },
-            Algorithm::CorrectedAllreduce => Descriptor {
-                name: "corrected-allreduce",
-                summary: "corrected reduce + corrected broadcast (001 Sec. 5)",
-                paper: Paper::Corrected001,
-                kind: Kind::Corrected(Collective::Allreduce),
-                runs: BOTH,
-                tolerates: CRASHES,
-                operators: Operators::Arithmetic,
-            },
-            Algorithm::FtcoBcast => Descriptor {
-                name: "ftco-bcast",
-                summary: "tree broadcast routing around failures (004)",
-                paper: Paper::Ftco004,
-                kind: Kind::Ftco(Collective::Bcast),
-                runs: BOTH,
-                tolerates: CRASHES,
-                operators: Operators::Ignored,
-            },
-            Algorithm::FtcoReduce => Descriptor {
-                name: "ftco-reduce",
-                summary: "tree reduce routing around failures (004)",
-                paper: Paper::Ftco004,
-                kind: Kind::Ftco(Collective::Reduce),
-                runs: BOTH,
-                tolerates: CRASHES,
-                operators: Operators::Arithmetic,
-            },
-            Algorithm::FtcoAllreduce => Descriptor {
-                name: "ftco-allreduce",
-                summary: "tree allreduce routing around failures (004)",
-                paper: Paper::Ftco004,
-                kind: Kind::Ftco(Collective::Allreduce),
-                runs: BOTH,
-                tolerates: CRASHES,
-                operators: Operators::Arithmetic,
-            },
-            Algorithm::EraAgree => Descriptor {
-                name: "era-agree",
-                summary: "Early Returning Agreement (002)",
-                paper: Paper::Era002,
-                kind: Kind::Agreement,
-                runs: BOTH,
-                tolerates: CRASHES,
-                operators: Operators::Agreement,
-            },
+            Algorithm::Rdb => RDB,
+            Algorithm::Ardb => ARDB,
+            Algorithm::Direct => DIRECT,
+            Algorithm::Ps => PS,
+            Algorithm::Pf => PF,
+            Algorithm::Pflc => PFLC,
+            Algorithm::Pfcc => PFCC,
+            Algorithm::Pcf => PCF,
+            Algorithm::Hps => HPS,
+            Algorithm::Hpflc => HPFLC,
+            Algorithm::CorrectedReduce => CORRECTED_REDUCE,
+            Algorithm::CorrectedBcast => CORRECTED_BCAST,
+            Algorithm::CorrectedAllreduce => CORRECTED_ALLREDUCE,
+            Algorithm::FtcoBcast => FTCO_BCAST,
+            Algorithm::FtcoReduce => FTCO_REDUCE,
+            Algorithm::FtcoAllreduce => FTCO_ALLREDUCE,
+            Algorithm::EraAgree => ERA_AGREE,
         }
     }
 

@@ -470,25 +470,8 @@ impl Era {
             _ => None,
         };
         if kind == EraKind::ResultRequest {
-            // 002 Part 2: the sender is root, so every id below it is dead; each newly known
-            // death goes through Part 4 so that agreements in flight re-parent. The ids are
-            // those of the agreement's tree: a rank that has not yet built that tree (it has
-            // not decided the agreement that rebalanced it) leaves the marking to its detector.
             let generation = self.open.get(&a).map_or(header.step, |s| s.generation);
-            if let Some(tree) = self.known_tree(generation).cloned() {
-                if !tree.is_member(from.0) || !tree.is_member(self.me) {
-                    return Err(unexpected("result request from a non-member"));
-                }
-                if tree.vid(from.0) > tree.vid(self.me) {
-                    return Err(unexpected("result request from a rank that cannot be root"));
-                }
-                for vid in 0..tree.vid(from.0) {
-                    let r = tree.rank_at(vid);
-                    if !self.dead.contains(r) {
-                        self.peer_failed(r, out);
-                    }
-                }
-            }
+            self.mark_dead_below(from, generation, out)?;
         }
         if let Some(result) = self.decided.get(&a) {
             if matches!(kind, EraKind::Up | EraKind::ResultRequest) {
@@ -508,28 +491,7 @@ impl Era {
         match kind {
             EraKind::Up => {
                 let value = value.ok_or(unexpected("UP without a value"))?;
-                match state.status {
-                    Status::NotContributed | Status::Gathering => {
-                        match &mut state.current {
-                            Some(current) => {
-                                current.combine(state.op, &value).map_err(unexpected)?
-                            }
-                            None => state.current = Some(value),
-                        }
-                        state.contributed.insert(from.0);
-                        // The sender waits for a DOWN from us. A child gets one anyway; an
-                        // orphan re-parented onto us before we learnt of its parent's death
-                        // would not (Decision sends to the children of our view), and would
-                        // wait forever. Remembering every sender costs nothing without failures:
-                        // the senders are then exactly our children.
-                        state.requested.insert(from.0);
-                        self.progress(a, out);
-                    }
-                    // The decision is pending: answer the child when it comes.
-                    Status::Broadcasting => {
-                        state.requested.insert(from.0);
-                    }
-                }
+                self.gather_up(a, from, value, out)?;
             }
             EraKind::Down => {
                 let value = value.ok_or(unexpected("DOWN without a value"))?;
@@ -554,6 +516,71 @@ impl Era {
                 }
             },
             EraKind::Revoke => {}
+        }
+        Ok(())
+    }
+
+    /// 002 Part 2, on a RESULTREQUEST from `from`: the sender is root, so every id below it in
+    /// the agreement's tree is dead; each newly known death goes through Part 4 so that
+    /// agreements in flight re-parent. A rank that has not yet built that tree (it has not
+    /// decided the agreement that rebalanced it) leaves the marking to its detector.
+    fn mark_dead_below(
+        &mut self,
+        from: Rank,
+        generation: u32,
+        out: &mut Outbox,
+    ) -> Result<(), FrameError> {
+        let unexpected = |what| FrameError::Unexpected { from: from.0, what };
+        let Some(tree) = self.known_tree(generation).cloned() else {
+            return Ok(());
+        };
+        if !tree.is_member(from.0) || !tree.is_member(self.me) {
+            return Err(unexpected("result request from a non-member"));
+        }
+        if tree.vid(from.0) > tree.vid(self.me) {
+            return Err(unexpected("result request from a rank that cannot be root"));
+        }
+        for vid in 0..tree.vid(from.0) {
+            let r = tree.rank_at(vid);
+            if !self.dead.contains(r) {
+                self.peer_failed(r, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// An UP of agreement `a` from `from`, which must be open here: its value joins the
+    /// gathered one, or, once the decision is pending, the sender waits for the DOWN.
+    fn gather_up(
+        &mut self,
+        a: u64,
+        from: Rank,
+        value: AgreedValue,
+        out: &mut Outbox,
+    ) -> Result<(), FrameError> {
+        let unexpected = |what| FrameError::Unexpected { from: from.0, what };
+        let Some(state) = self.open.get_mut(&a) else {
+            return Err(unexpected("UP for an agreement that is not open"));
+        };
+        match state.status {
+            Status::NotContributed | Status::Gathering => {
+                match &mut state.current {
+                    Some(current) => current.combine(state.op, &value).map_err(unexpected)?,
+                    None => state.current = Some(value),
+                }
+                state.contributed.insert(from.0);
+                // The sender waits for a DOWN from us. A child gets one anyway; an orphan
+                // re-parented onto us before we learnt of its parent's death would not
+                // (Decision sends to the children of our view), and would wait forever.
+                // Remembering every sender costs nothing without failures: the senders are
+                // then exactly our children.
+                state.requested.insert(from.0);
+                self.progress(a, out);
+            }
+            // The decision is pending: answer the child when it comes.
+            Status::Broadcasting => {
+                state.requested.insert(from.0);
+            }
         }
         Ok(())
     }

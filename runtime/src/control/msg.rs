@@ -334,14 +334,7 @@ impl ControlMsg {
                 w.u8(18);
                 w.u32(*first);
                 w.u32(*count);
-                w.bytes(program.as_bytes());
-                w.u32(args.len() as u32);
-                args.iter().for_each(|a| w.bytes(a.as_bytes()));
-                w.u32(env.len() as u32);
-                for (name, value) in env {
-                    w.bytes(name.as_bytes());
-                    w.bytes(value.as_bytes());
-                }
+                put_command(&mut w, program, args, env);
                 w.u8(u8::from(*quiet));
             }
             ControlMsg::Signal { rank, signal } => {
@@ -499,6 +492,18 @@ pub fn data_token(secret: &[u8]) -> [u8; 32] {
 /// Compares two byte strings in time independent of where they differ.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A program to start: its path, arguments and environment, as `Spawn` carries them.
+fn put_command(w: &mut Writer, program: &str, args: &[String], env: &[(String, String)]) {
+    w.bytes(program.as_bytes());
+    w.u32(args.len() as u32);
+    args.iter().for_each(|a| w.bytes(a.as_bytes()));
+    w.u32(env.len() as u32);
+    for (name, value) in env {
+        w.bytes(name.as_bytes());
+        w.bytes(value.as_bytes());
+    }
 }
 
 #[cfg(test)]
