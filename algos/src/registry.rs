@@ -17,7 +17,7 @@ use crate::ftco::Collective;
 use crate::gossip::Rule;
 use crate::protocol::Outbox;
 use crate::rank::Rank;
-use crate::values::ReduceOp;
+use crate::values::{Dtype, ReduceOp};
 use crate::wire::FrameHeader;
 
 /// A protocol family's answer to a frame of an operation the receiving rank has not started
@@ -193,7 +193,25 @@ pub struct Descriptor {
     pub tolerates: Tolerance,
     /// Which operators it computes.
     pub operators: Operators,
+    /// The user data it takes.
+    pub payload: Payload,
 }
+
+/// The user data an algorithm takes: element type and how long a vector may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Payload {
+    /// Element type of the user's vector.
+    pub element: Dtype,
+    /// Whether the protocol splits a vector into segments. Without, a vector must fit in one
+    /// frame of the transport (its frame limit less the 40-byte header).
+    pub segmented: bool,
+}
+
+/// A vector of doubles in one frame.
+const F64_ONE_FRAME: Payload = Payload {
+    element: Dtype::F64,
+    segmented: false,
+};
 
 const BOTH: Runs = Runs {
     simulated: true,
@@ -240,6 +258,7 @@ const fn gossip(
         runs: BOTH,
         tolerates: gossip_tolerance(flips),
         operators: Operators::SumOrAverage,
+        payload: F64_ONE_FRAME,
     }
 }
 
@@ -253,6 +272,7 @@ const RDB: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: NONE,
     operators: Operators::Arithmetic,
+    payload: F64_ONE_FRAME,
 };
 
 const ARDB: Descriptor = Descriptor {
@@ -266,6 +286,7 @@ const ARDB: Descriptor = Descriptor {
     },
     tolerates: NONE,
     operators: Operators::SumOrAverage,
+    payload: F64_ONE_FRAME,
 };
 
 const DIRECT: Descriptor = Descriptor {
@@ -276,6 +297,7 @@ const DIRECT: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: NONE,
     operators: Operators::Arithmetic,
+    payload: F64_ONE_FRAME,
 };
 
 const PS: Descriptor = gossip(
@@ -349,6 +371,7 @@ const CORRECTED_REDUCE: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Arithmetic,
+    payload: F64_ONE_FRAME,
 };
 
 const CORRECTED_BCAST: Descriptor = Descriptor {
@@ -359,6 +382,7 @@ const CORRECTED_BCAST: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Ignored,
+    payload: F64_ONE_FRAME,
 };
 
 const CORRECTED_ALLREDUCE: Descriptor = Descriptor {
@@ -369,6 +393,7 @@ const CORRECTED_ALLREDUCE: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Arithmetic,
+    payload: F64_ONE_FRAME,
 };
 
 const FTCO_BCAST: Descriptor = Descriptor {
@@ -379,6 +404,7 @@ const FTCO_BCAST: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Ignored,
+    payload: F64_ONE_FRAME,
 };
 
 const FTCO_REDUCE: Descriptor = Descriptor {
@@ -389,6 +415,7 @@ const FTCO_REDUCE: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Arithmetic,
+    payload: F64_ONE_FRAME,
 };
 
 const FTCO_ALLREDUCE: Descriptor = Descriptor {
@@ -399,6 +426,7 @@ const FTCO_ALLREDUCE: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Arithmetic,
+    payload: F64_ONE_FRAME,
 };
 
 const ERA_AGREE: Descriptor = Descriptor {
@@ -409,6 +437,10 @@ const ERA_AGREE: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Agreement,
+    payload: Payload {
+        element: Dtype::U64,
+        segmented: false,
+    },
 };
 
 impl Algorithm {
