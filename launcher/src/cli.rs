@@ -181,7 +181,7 @@ pub struct RunArgs {
     /// Scripted fault (repeatable); syntax below.
     #[arg(long = "fault", value_name = "SPEC")]
     pub faults: Vec<String>,
-    /// Write the run's report as JSON (schema in the README).
+    /// Write the run's report as JSON (schema in docs/CLI.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Run headless: print a summary instead of opening the console.

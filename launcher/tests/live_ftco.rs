@@ -92,7 +92,7 @@ fn bcast_and_reduce_route_around_an_inner_rank() {
 /// operation that detects by timeouts alone cannot end before one detection timeout.
 ///
 /// Survivors that began the faulty operation after the launcher's notice of the death left the
-/// dead rank out from the start (as the README's FTCO section describes) and finished in about
+/// dead rank out from the start (as docs/papers/004-ftco.md describes) and finished in about
 /// a millisecond: at n = 8, in 4 of 16 single runs. The victims now start that operation 10 ms
 /// after the others (`--bench-victims-lag`), and the test still takes the median of three
 /// runs.

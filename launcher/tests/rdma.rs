@@ -2,7 +2,7 @@
 //! `--features ofi`): UCX over its tcp transport, libfabric's tcp and shm providers. Each family
 //! runs fault-free and with a rank SIGKILLed mid-loop; the survivors' results must be what they
 //! are over shared memory. (UCX's shared-memory transports offer no peer-failure handling in
-//! UCX 1.13, which ftcoll requires: see the README's RDMA section.)
+//! UCX 1.13, which ftcoll requires: see docs/clusters.md.)
 
 #![cfg(any(feature = "ucx", feature = "ofi"))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -72,7 +72,7 @@ fn run_families(backend: &Backend) {
             args.extend_from_slice(family.flags);
             if kill {
                 // Early enough to land inside the (single, ~300 ms) gossip operation: a rank
-                // killed just as the others finish is a separate, known gossip issue (README).
+                // killed just as the others finish is a separate, known gossip issue (docs/papers/000-gossip.md).
                 args.extend(["--fault", "kill:rank=5,at=100ms"]);
             }
             let what = format!("{} {:?} kill={kill}", backend.name, family.flags);

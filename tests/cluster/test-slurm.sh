@@ -57,6 +57,6 @@ timeout 60 salloc -N1 -n2 srun -n2 "$BIN/examples/allreduce" 10 >"$WORK/direct.o
 status=$?
 set -e
 check "a direct srun of a user program fails" "$([[ $status -ne 0 ]] && echo True || echo False)"
-check "with one line that says to use ftcoll-launch" \
-    "$(grep -q 'without ftcoll-launch; inside the allocation run `ftcoll-launch -n N -- PROGRAM' "$WORK/direct.out" && echo True || echo False)"
+check "with one line that says to start it with the ftcoll launcher" \
+    "$(grep -q 'not by the ftcoll launcher; inside the allocation start the program with the launcher' "$WORK/direct.out" && echo True || echo False)"
 note "all Slurm checks passed"

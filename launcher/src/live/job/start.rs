@@ -142,7 +142,7 @@ pub(super) fn job_env(
         // an operation (the 8-byte allreduce at 4-16 ranks on 2 cores: faster and steadier).
         // Ranks that fit spin; left free, two of them sometimes start on one core and stay
         // there for tens of milliseconds, each spinning out its budget while the other waits
-        // (112 us per 2-rank allreduce instead of 0.3, in 6 of 20 runs; see the README). The
+        // (112 us per 2-rank allreduce instead of 0.3, in 6 of 20 runs; see docs/performance.md). The
         // user's FTCOLL_BIND wins.
         bind_cores: std::env::var_os("FTCOLL_BIND").is_none(),
         faults: ftcoll_runtime::env::encode_faults(&spec.faults),
