@@ -486,6 +486,9 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
     if outcome.timed_out {
         bail!("the job timed out");
     }
+    if let Some(why) = report.wrong() {
+        bail!("the job's result is wrong: {why}");
+    }
     Ok(())
 }
 

@@ -53,11 +53,29 @@ fn pfcc_converges_on_64_ranks_through_a_kill_and_a_flipped_message() {
     );
     assert_eq!(faulty["within_eps"], true, "{faulty}");
     assert_eq!(faulty["ops_ok_all_survivors"], 1, "{faulty}");
-    let control = run("pf", &faults[1..], "gossip-control.json");
+    // PF does not survive the flip, and the job says so: a non-zero exit, and why in the JSON.
+    let mut args = vec![
+        "-n",
+        "64",
+        "--algo",
+        "pf",
+        "--no-tui",
+        "--gossip-period",
+        "2ms",
+    ];
+    args.extend(["--fault", faults[1]]);
+    let (out, control) = common::run_job(&args, "gossip-control.json", 120);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a result not within eps exited 0: {stderr}"
+    );
+    assert!(stderr.contains("result is wrong"), "{stderr}");
     assert_eq!(
         control["within_eps"], false,
         "PF should not survive the flip: {control}"
     );
+    assert!(control["wrong"].is_string(), "{control}");
 }
 
 /// A kill as the ranks finish (these 16 ranks stop about 200 ms in): ranks that finished

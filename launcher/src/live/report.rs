@@ -87,6 +87,9 @@ pub struct LiveJson {
     /// Approximate algorithms: the accuracy asked for, and whether every result reached it.
     eps: Option<f64>,
     within_eps: Option<bool>,
+    /// Why a result cannot be trusted (wrong, inconsistent or not within eps), if one cannot;
+    /// the job then exits non-zero.
+    wrong: Option<String>,
     median_op_us: Option<f64>,
     wall_s: f64,
     spawn_s: f64,
@@ -94,6 +97,51 @@ pub struct LiveJson {
     peak_mem_total_kb: u64,
     failures: Vec<FailureJson>,
     timed_out: bool,
+}
+
+impl LiveJson {
+    /// Why the job's result cannot be trusted, if it cannot.
+    pub fn wrong(&self) -> Option<&str> {
+        self.wrong.as_deref()
+    }
+}
+
+/// What the results showed, for [`verdict`].
+struct Judged {
+    /// Largest relative error from the failure-free answer, if any result came back.
+    worst: Option<f64>,
+    exact: bool,
+    consistent: bool,
+    within_eps: Option<bool>,
+    /// Whether the admissible aggregates could be enumerated (few enough failures).
+    enumerated: bool,
+}
+
+/// Why a built-in job's result is wrong, where its inputs let that be decided: an approximate
+/// algorithm must be within eps of an admissible aggregate; an exact one, on inputs whose sums,
+/// minima and maxima are exact in double precision, must return an admissible aggregate,
+/// identically at every rank. Sums of uniform inputs round differently by algorithm, so they
+/// are reported, not judged.
+fn verdict(job: &BuiltinJob, judged: Judged) -> Option<String> {
+    if job.expected == Expected::Survivors {
+        return (judged.within_eps == Some(false)).then(|| {
+            format!(
+                "a result is not within eps = {:e} of an admissible aggregate",
+                job.eps.unwrap_or(0.0)
+            )
+        });
+    }
+    let exact_inputs = !matches!(job.input, InputKind::Uniform)
+        && matches!(job.op, ReduceOp::Sum | ReduceOp::Min | ReduceOp::Max);
+    let worst = judged.worst?;
+    if !exact_inputs || !judged.enumerated || judged.exact {
+        return None;
+    }
+    Some(if judged.consistent {
+        format!("a result differs from every admissible aggregate (max rel. error {worst:.3e})")
+    } else {
+        "ranks returned different results for one operation".to_string()
+    })
 }
 
 /// What the built-in job's results are checked against.
@@ -203,6 +251,19 @@ impl LiveOutcome {
         } else {
             worst_admissible == Some(0.0) && consistent
         };
+        let within_eps = job.eps.map(|eps| {
+            worst_admissible.or(worst).is_some_and(|w| w <= eps) && ok_survivors == job.ops
+        });
+        let wrong = verdict(
+            job,
+            Judged {
+                worst,
+                exact: exact_result,
+                consistent,
+                within_eps,
+                enumerated: self.failures.is_empty() || admissible.is_some(),
+            },
+        );
         LiveJson {
             schema_version: 1,
             n: self.n,
@@ -225,9 +286,8 @@ impl LiveOutcome {
             // With failures a rank may have finished before a rank died (its result then counts
             // that rank) or after (it does not): each result must be within eps of one of the
             // admissible aggregates.
-            within_eps: job.eps.map(|eps| {
-                worst_admissible.or(worst).is_some_and(|w| w <= eps) && ok_survivors == job.ops
-            }),
+            within_eps,
+            wrong,
             median_op_us: micros.get(micros.len() / 2).copied(),
             wall_s: self.wall_s,
             spawn_s: self.spawn_s,
