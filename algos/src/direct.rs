@@ -358,6 +358,13 @@ impl Protocol for DirectAllreduce {
         None
     }
 
+    fn result(&self) -> Option<ValuesRef<'_>> {
+        match self.phase {
+            Phase::Done => self.acc.as_ref().map(Values::as_ref),
+            _ => None,
+        }
+    }
+
     fn estimate(&self, dst: &mut Vec<f64>) {
         dst.clear();
         let Some(values) = self.acc.as_ref().or(self.own.as_ref()) else {

@@ -13,11 +13,13 @@
 use crate::rank::Rank;
 use crate::time::Time;
 use crate::values::ValuesRef;
-use crate::wire::{encode_into, Frame, FrameError, FrameHeader};
+use crate::wire::{encode_into, Frame, FrameError, FrameHeader, Stamp};
 
+mod segmented;
 mod timers;
 mod wrapper;
 
+pub use segmented::{SegmentPlan, Segmented};
 pub use timers::TimerTable;
 pub use wrapper::Wrapper;
 
@@ -120,6 +122,15 @@ pub enum AbortReason {
     Stopped,
     /// More ranks failed than the algorithm tolerates.
     TooManyFailures,
+    /// A rank passed a vector of another type or length than this one.
+    ShapeMismatch {
+        /// The rank whose frame showed it (or that reported it).
+        peer: Rank,
+        /// This rank's vector.
+        local: (crate::values::Dtype, u64),
+        /// The other rank's vector.
+        remote: (crate::values::Dtype, u64),
+    },
 }
 
 /// Something a protocol reports to its driver.
@@ -168,6 +179,10 @@ pub struct Outbox {
     words: Vec<u64>,
     sends: Vec<QueuedSend>,
     events: Vec<Event>,
+    /// Written into every header encoded here: the operation's shape and the segment whose
+    /// protocol is handling an input (set by [`Segmented`], or by a driver running a protocol
+    /// bare).
+    stamp: Stamp,
 }
 
 impl Outbox {
@@ -176,9 +191,29 @@ impl Outbox {
         Outbox::default()
     }
 
+    /// Sets what every header encoded from now on carries in its shape and segment fields.
+    #[inline(always)]
+    pub fn set_stamp(&mut self, stamp: Stamp) {
+        self.stamp = stamp;
+    }
+
+    /// What headers are stamped with now.
+    pub fn stamp(&self) -> Stamp {
+        self.stamp
+    }
+
+    #[inline(always)]
+    fn stamped(&self, mut header: FrameHeader) -> FrameHeader {
+        header.segment = self.stamp.segment;
+        header.shape_dtype = self.stamp.dtype as u8;
+        header.shape_len = self.stamp.len;
+        header
+    }
+
     /// Queues a frame for `to`.
     #[inline(always)]
     pub fn send(&mut self, to: Rank, header: FrameHeader, payload: ValuesRef<'_>) {
+        let header = self.stamped(header);
         let first_word = self.words.len() as u32;
         let len_bytes = encode_into(&mut self.words, header, payload) as u32;
         self.sends.push(QueuedSend {
@@ -197,6 +232,7 @@ impl Outbox {
         payload: ValuesRef<'_>,
         ranks: &[u32],
     ) {
+        let header = self.stamped(header);
         let first_word = self.words.len() as u32;
         let len_bytes =
             crate::wire::encode_with_trailer(&mut self.words, header, payload, ranks) as u32;
@@ -389,6 +425,14 @@ pub trait Protocol {
 
     /// Where the instance is in its life.
     fn phase(&self) -> Phase;
+
+    /// The result in the operation's own element type, once final: what a typed call writes
+    /// back into the user's vector without a detour through f64. `None` where the protocol
+    /// keeps no such vector (then [`Protocol::estimate`] is the result), and for averages,
+    /// whose result is a quotient computed by `estimate`.
+    fn result(&self) -> Option<ValuesRef<'_>> {
+        None
+    }
 
     /// Whether [`Protocol::estimate`] is the collective's result at this rank: true once done,
     /// except at ranks that by definition receive no result (a reduce's non-roots).

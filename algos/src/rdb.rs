@@ -492,24 +492,7 @@ impl RecursiveDoubling {
 
 /// Flips bit `bit` of element `elem` of `values`; false if there is no such element or bit.
 pub fn flip_value_bit(values: &mut Values, elem: usize, bit: u32) -> bool {
-    match values {
-        Values::F64(v) => v
-            .get_mut(elem)
-            .filter(|_| bit < 64)
-            .map(|x| *x = crate::bits::flip_f64(*x, bit))
-            .is_some(),
-        Values::F32(v) => v
-            .get_mut(elem)
-            .filter(|_| bit < 32)
-            .map(|x| *x = crate::bits::flip_f32(*x, bit))
-            .is_some(),
-        Values::U64(v) => v
-            .get_mut(elem)
-            .filter(|_| bit < 64)
-            .map(|x| *x ^= 1 << bit)
-            .is_some(),
-        Values::RankIds(_) => false,
-    }
+    values.flip_bit(elem, bit)
 }
 
 impl Protocol for RecursiveDoubling {
@@ -547,6 +530,10 @@ impl Protocol for RecursiveDoubling {
 
     fn poll_timeout(&self) -> Option<Time> {
         None
+    }
+
+    fn result(&self) -> Option<ValuesRef<'_>> {
+        (self.phase == Phase::Done && !self.config.approximate).then(|| self.value.as_ref())
     }
 
     fn estimate(&self, dst: &mut Vec<f64>) {

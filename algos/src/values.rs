@@ -2,15 +2,37 @@
 //!
 //! A payload is a slice of one `bytemuck::Pod` element type, so it can be written once into a
 //! frame (or a registered buffer) and read in place. Reductions combine a received slice into a
-//! local vector element-wise.
+//! local vector element-wise. [`Element`] ties each Rust element type to its [`Dtype`], so the
+//! library's typed calls and the protocols' type-erased [`Values`] meet without a copy.
 
-use bytemuck::{Pod, Zeroable};
+mod element;
+#[cfg(test)]
+mod tests;
+
+pub use element::{Element, Float};
+
+/// Applies `$body` to the slice inside any numeric or rank-id variant of `$value` (a [`Values`]
+/// or [`ValuesRef`] expression, matched through `$ty`), binding it to `$v`.
+macro_rules! each_variant {
+    ($ty:ident, $value:expr, $v:ident => $body:expr) => {
+        match $value {
+            $ty::F64($v) => $body,
+            $ty::F32($v) => $body,
+            $ty::I32($v) => $body,
+            $ty::I64($v) => $body,
+            $ty::U32($v) => $body,
+            $ty::U64($v) => $body,
+            $ty::RankIds($v) => $body,
+        }
+    };
+}
 
 /// The element type of a payload, as it appears in a frame header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Dtype {
     /// No payload.
+    #[default]
     Empty = 0,
     /// IEEE-754 double precision.
     F64 = 1,
@@ -20,15 +42,31 @@ pub enum Dtype {
     U64 = 3,
     /// A strictly increasing list of rank ids (`u32`): a set of ranks, e.g. contributors.
     RankIds = 4,
+    /// Signed 32-bit integers.
+    I32 = 5,
+    /// Signed 64-bit integers.
+    I64 = 6,
+    /// Unsigned 32-bit integers.
+    U32 = 7,
 }
 
 impl Dtype {
+    /// Every element type a user vector may have, in the order help texts list them.
+    pub const NUMERIC: [Dtype; 6] = [
+        Dtype::F64,
+        Dtype::F32,
+        Dtype::I32,
+        Dtype::I64,
+        Dtype::U32,
+        Dtype::U64,
+    ];
+
     /// Bytes per element (0 for `Empty`).
     pub fn elem_bytes(self) -> usize {
         match self {
             Dtype::Empty => 0,
-            Dtype::F64 | Dtype::U64 => 8,
-            Dtype::F32 | Dtype::RankIds => 4,
+            Dtype::F64 | Dtype::U64 | Dtype::I64 => 8,
+            Dtype::F32 | Dtype::RankIds | Dtype::I32 | Dtype::U32 => 4,
         }
     }
 
@@ -40,27 +78,66 @@ impl Dtype {
             2 => Dtype::F32,
             3 => Dtype::U64,
             4 => Dtype::RankIds,
+            5 => Dtype::I32,
+            6 => Dtype::I64,
+            7 => Dtype::U32,
             _ => return None,
         })
+    }
+
+    /// The name used on the command line and in reports (the Rust type's name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::Empty => "empty",
+            Dtype::F64 => "f64",
+            Dtype::F32 => "f32",
+            Dtype::U64 => "u64",
+            Dtype::RankIds => "rank-ids",
+            Dtype::I32 => "i32",
+            Dtype::I64 => "i64",
+            Dtype::U32 => "u32",
+        }
+    }
+
+    /// True for the floating-point types.
+    pub fn is_float(self) -> bool {
+        matches!(self, Dtype::F64 | Dtype::F32)
+    }
+
+    /// A vector of `len` zeros of this type (`Empty` and rank ids give an empty f64 vector).
+    pub fn zeros(self, len: usize) -> Values {
+        match self {
+            Dtype::Empty | Dtype::F64 => Values::F64(vec![0.0; len]),
+            Dtype::F32 => Values::F32(vec![0.0; len]),
+            Dtype::I32 => Values::I32(vec![0; len]),
+            Dtype::I64 => Values::I64(vec![0; len]),
+            Dtype::U32 => Values::U32(vec![0; len]),
+            Dtype::U64 => Values::U64(vec![0; len]),
+            Dtype::RankIds => Values::RankIds(Vec::new()),
+        }
     }
 }
 
 /// A reduction operator. Every operator here is associative and commutative.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
-    /// Element-wise sum (wrapping for `U64`).
+    /// Element-wise sum (wrapping for integers).
     Sum,
     /// Average through weights: the vector carries its values followed by one weight element;
     /// both are summed, and the estimate is value / weight (see [`finish_estimate`]).
     Average,
+    /// Element-wise product (wrapping for integers).
+    Prod,
     /// Element-wise minimum.
     Min,
     /// Element-wise maximum.
     Max,
-    /// Bitwise AND of `U64` words (agreement on flags).
+    /// Bitwise AND of integers (agreement on flags).
     BitAnd,
-    /// Bitwise OR of `U64` words.
+    /// Bitwise OR of integers.
     BitOr,
+    /// Bitwise exclusive OR of integers.
+    BitXor,
     /// Set union of rank ids.
     RankUnion,
 }
@@ -71,10 +148,12 @@ impl ReduceOp {
         match self {
             ReduceOp::Sum => "sum",
             ReduceOp::Average => "avg",
+            ReduceOp::Prod => "prod",
             ReduceOp::Min => "min",
             ReduceOp::Max => "max",
             ReduceOp::BitAnd => "band",
             ReduceOp::BitOr => "bor",
+            ReduceOp::BitXor => "bxor",
             ReduceOp::RankUnion => "union",
         }
     }
@@ -84,13 +163,29 @@ impl ReduceOp {
         Ok(match name {
             "sum" => ReduceOp::Sum,
             "avg" | "average" => ReduceOp::Average,
+            "prod" => ReduceOp::Prod,
             "min" => ReduceOp::Min,
             "max" => ReduceOp::Max,
             "band" => ReduceOp::BitAnd,
             "bor" => ReduceOp::BitOr,
+            "bxor" => ReduceOp::BitXor,
             "union" => ReduceOp::RankUnion,
             _ => return Err(ValuesError::UnknownOp(name.to_string())),
         })
+    }
+
+    /// Whether the operator applies to vectors of `dtype`.
+    pub fn applies_to(self, dtype: Dtype) -> bool {
+        match self {
+            ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Min | ReduceOp::Max => {
+                !matches!(dtype, Dtype::RankIds)
+            }
+            ReduceOp::Average => dtype.is_float() || dtype == Dtype::Empty,
+            ReduceOp::BitAnd | ReduceOp::BitOr | ReduceOp::BitXor => {
+                !dtype.is_float() && dtype != Dtype::RankIds
+            }
+            ReduceOp::RankUnion => dtype == Dtype::RankIds,
+        }
     }
 }
 
@@ -125,7 +220,9 @@ pub enum ValuesError {
     #[error("a rank-id set must be strictly increasing")]
     UnsortedRankIds,
     /// An operator name that does not exist.
-    #[error("unknown reduction operator '{0}'; use one of sum, avg, min, max, band, bor, union")]
+    #[error(
+        "unknown reduction operator '{0}'; use one of sum, avg, prod, min, max, band, bor, bxor, union"
+    )]
     UnknownOp(String),
 }
 
@@ -136,6 +233,12 @@ pub enum Values {
     F64(Vec<f64>),
     /// Singles.
     F32(Vec<f32>),
+    /// Signed 32-bit integers.
+    I32(Vec<i32>),
+    /// Signed 64-bit integers.
+    I64(Vec<i64>),
+    /// Unsigned 32-bit integers.
+    U32(Vec<u32>),
     /// 64-bit words.
     U64(Vec<u64>),
     /// A set of rank ids, strictly increasing.
@@ -151,6 +254,12 @@ pub enum ValuesRef<'a> {
     F64(&'a [f64]),
     /// Singles.
     F32(&'a [f32]),
+    /// Signed 32-bit integers.
+    I32(&'a [i32]),
+    /// Signed 64-bit integers.
+    I64(&'a [i64]),
+    /// Unsigned 32-bit integers.
+    U32(&'a [u32]),
     /// 64-bit words.
     U64(&'a [u64]),
     /// A set of rank ids, strictly increasing.
@@ -164,6 +273,9 @@ impl<'a> ValuesRef<'a> {
             ValuesRef::Empty => Dtype::Empty,
             ValuesRef::F64(_) => Dtype::F64,
             ValuesRef::F32(_) => Dtype::F32,
+            ValuesRef::I32(_) => Dtype::I32,
+            ValuesRef::I64(_) => Dtype::I64,
+            ValuesRef::U32(_) => Dtype::U32,
             ValuesRef::U64(_) => Dtype::U64,
             ValuesRef::RankIds(_) => Dtype::RankIds,
         }
@@ -171,10 +283,13 @@ impl<'a> ValuesRef<'a> {
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        match self {
+        match *self {
             ValuesRef::Empty => 0,
             ValuesRef::F64(v) => v.len(),
             ValuesRef::F32(v) => v.len(),
+            ValuesRef::I32(v) => v.len(),
+            ValuesRef::I64(v) => v.len(),
+            ValuesRef::U32(v) => v.len(),
             ValuesRef::U64(v) => v.len(),
             ValuesRef::RankIds(v) => v.len(),
         }
@@ -187,23 +302,58 @@ impl<'a> ValuesRef<'a> {
 
     /// The raw bytes, for writing into a frame.
     pub fn as_bytes(&self) -> &'a [u8] {
-        match self {
+        match *self {
             ValuesRef::Empty => &[],
             ValuesRef::F64(v) => bytemuck::cast_slice(v),
             ValuesRef::F32(v) => bytemuck::cast_slice(v),
+            ValuesRef::I32(v) => bytemuck::cast_slice(v),
+            ValuesRef::I64(v) => bytemuck::cast_slice(v),
+            ValuesRef::U32(v) => bytemuck::cast_slice(v),
             ValuesRef::U64(v) => bytemuck::cast_slice(v),
             ValuesRef::RankIds(v) => bytemuck::cast_slice(v),
         }
     }
 
+    /// Elements `range` of the payload; `None` when the range is out of bounds.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Option<ValuesRef<'a>> {
+        Some(match *self {
+            ValuesRef::Empty => return range.is_empty().then_some(ValuesRef::Empty),
+            ValuesRef::F64(v) => ValuesRef::F64(v.get(range)?),
+            ValuesRef::F32(v) => ValuesRef::F32(v.get(range)?),
+            ValuesRef::I32(v) => ValuesRef::I32(v.get(range)?),
+            ValuesRef::I64(v) => ValuesRef::I64(v.get(range)?),
+            ValuesRef::U32(v) => ValuesRef::U32(v.get(range)?),
+            ValuesRef::U64(v) => ValuesRef::U64(v.get(range)?),
+            ValuesRef::RankIds(v) => ValuesRef::RankIds(v.get(range)?),
+        })
+    }
+
     /// An owned copy.
     pub fn to_owned_values(&self) -> Values {
-        match self {
+        match *self {
             ValuesRef::Empty => Values::F64(Vec::new()),
             ValuesRef::F64(v) => Values::F64(v.to_vec()),
             ValuesRef::F32(v) => Values::F32(v.to_vec()),
+            ValuesRef::I32(v) => Values::I32(v.to_vec()),
+            ValuesRef::I64(v) => Values::I64(v.to_vec()),
+            ValuesRef::U32(v) => Values::U32(v.to_vec()),
             ValuesRef::U64(v) => Values::U64(v.to_vec()),
             ValuesRef::RankIds(v) => Values::RankIds(v.to_vec()),
+        }
+    }
+
+    /// Appends the elements to `dst` as f64 (a rank-id set counts its members): the form
+    /// [`crate::Protocol::estimate`] reports.
+    pub fn push_as_f64(&self, dst: &mut Vec<f64>) {
+        match *self {
+            ValuesRef::Empty => {}
+            ValuesRef::F64(v) => dst.extend_from_slice(v),
+            ValuesRef::F32(v) => dst.extend(v.iter().map(|&x| f64::from(x))),
+            ValuesRef::I32(v) => dst.extend(v.iter().map(|&x| f64::from(x))),
+            ValuesRef::I64(v) => dst.extend(v.iter().map(|&x| x as f64)),
+            ValuesRef::U32(v) => dst.extend(v.iter().map(|&x| f64::from(x))),
+            ValuesRef::U64(v) => dst.extend(v.iter().map(|&x| x as f64)),
+            ValuesRef::RankIds(v) => dst.push(v.len() as f64),
         }
     }
 }
@@ -211,26 +361,69 @@ impl<'a> ValuesRef<'a> {
 impl Values {
     /// Empties the vector, keeping its element type and allocation.
     pub fn clear(&mut self) {
-        match self {
-            Values::F64(v) => v.clear(),
-            Values::F32(v) => v.clear(),
-            Values::U64(v) => v.clear(),
-            Values::RankIds(v) => v.clear(),
-        }
+        each_variant!(Values, self, v => v.clear())
+    }
+
+    /// An empty vector of the same element type.
+    pub fn empty_like(&self) -> Values {
+        self.dtype().zeros(0)
     }
 
     /// Makes `self` a copy of `src`, reusing its allocation when the element types match.
     pub fn copy_from(&mut self, src: ValuesRef<'_>) {
-        fn refill<T: Copy>(dst: &mut Vec<T>, src: &[T]) {
-            dst.clear();
-            dst.extend_from_slice(src);
+        self.clear();
+        if self.extend_from(src).is_err() {
+            *self = src.to_owned_values();
+        }
+    }
+
+    /// Appends `src`, which must have the same element type.
+    pub fn extend_from(&mut self, src: ValuesRef<'_>) -> Result<(), ValuesError> {
+        match (self, src) {
+            (Values::F64(dst), ValuesRef::F64(src)) => dst.extend_from_slice(src),
+            (Values::F32(dst), ValuesRef::F32(src)) => dst.extend_from_slice(src),
+            (Values::I32(dst), ValuesRef::I32(src)) => dst.extend_from_slice(src),
+            (Values::I64(dst), ValuesRef::I64(src)) => dst.extend_from_slice(src),
+            (Values::U32(dst), ValuesRef::U32(src)) => dst.extend_from_slice(src),
+            (Values::U64(dst), ValuesRef::U64(src)) => dst.extend_from_slice(src),
+            (Values::RankIds(dst), ValuesRef::RankIds(src)) => dst.extend_from_slice(src),
+            (_, ValuesRef::Empty) => {}
+            (dst, src) => {
+                return Err(ValuesError::DtypeMismatch {
+                    local: dst.dtype(),
+                    remote: src.dtype(),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// Overwrites elements `at..at + src.len()` with `src` (same element type, in bounds).
+    pub fn write_at(&mut self, at: usize, src: ValuesRef<'_>) -> Result<(), ValuesError> {
+        fn put<T: Copy>(dst: &mut [T], at: usize, src: &[T]) -> Result<(), ValuesError> {
+            let len = dst.len();
+            let slot = dst
+                .get_mut(at..at + src.len())
+                .ok_or(ValuesError::LengthMismatch {
+                    local: len,
+                    remote: at + src.len(),
+                })?;
+            slot.copy_from_slice(src);
+            Ok(())
         }
         match (self, src) {
-            (Values::F64(dst), ValuesRef::F64(src)) => refill(dst, src),
-            (Values::U64(dst), ValuesRef::U64(src)) => refill(dst, src),
-            (Values::F32(dst), ValuesRef::F32(src)) => refill(dst, src),
-            (Values::RankIds(dst), ValuesRef::RankIds(src)) => refill(dst, src),
-            (dst, src) => *dst = src.to_owned_values(),
+            (Values::F64(dst), ValuesRef::F64(src)) => put(dst, at, src),
+            (Values::F32(dst), ValuesRef::F32(src)) => put(dst, at, src),
+            (Values::I32(dst), ValuesRef::I32(src)) => put(dst, at, src),
+            (Values::I64(dst), ValuesRef::I64(src)) => put(dst, at, src),
+            (Values::U32(dst), ValuesRef::U32(src)) => put(dst, at, src),
+            (Values::U64(dst), ValuesRef::U64(src)) => put(dst, at, src),
+            (Values::RankIds(dst), ValuesRef::RankIds(src)) => put(dst, at, src),
+            (_, ValuesRef::Empty) => Ok(()),
+            (dst, src) => Err(ValuesError::DtypeMismatch {
+                local: dst.dtype(),
+                remote: src.dtype(),
+            }),
         }
     }
 
@@ -239,6 +432,9 @@ impl Values {
         match self {
             Values::F64(v) => ValuesRef::F64(v),
             Values::F32(v) => ValuesRef::F32(v),
+            Values::I32(v) => ValuesRef::I32(v),
+            Values::I64(v) => ValuesRef::I64(v),
+            Values::U32(v) => ValuesRef::U32(v),
             Values::U64(v) => ValuesRef::U64(v),
             Values::RankIds(v) => ValuesRef::RankIds(v),
         }
@@ -259,14 +455,33 @@ impl Values {
         self.len() == 0
     }
 
-    /// Appends the elements to `dst` as f64 (a rank-id set counts its members): the form
-    /// [`crate::Protocol::estimate`] reports.
+    /// Appends the elements to `dst` as f64 (see [`ValuesRef::push_as_f64`]).
     pub fn push_as_f64(&self, dst: &mut Vec<f64>) {
+        self.as_ref().push_as_f64(dst)
+    }
+
+    /// Appends the weight element an average carries (one per contributor) to a float vector;
+    /// integer vectors have no average and are left alone.
+    pub fn push_weight(&mut self) {
         match self {
-            Values::F64(v) => dst.extend_from_slice(v),
-            Values::F32(v) => dst.extend(v.iter().map(|&x| f64::from(x))),
-            Values::U64(v) => dst.extend(v.iter().map(|&x| x as f64)),
-            Values::RankIds(v) => dst.push(v.len() as f64),
+            Values::F64(v) => v.push(1.0),
+            Values::F32(v) => v.push(1.0),
+            Values::I32(_) | Values::I64(_) | Values::U32(_) | Values::U64(_) => {}
+            Values::RankIds(_) => {}
+        }
+    }
+
+    /// Flips bit `bit` (numbered as in [`crate::bits`]) of element `elem`; false when the
+    /// element or bit does not exist (rank-id sets have no bits to flip).
+    pub fn flip_bit(&mut self, elem: usize, bit: u32) -> bool {
+        match self {
+            Values::F64(v) => element::flip_in(v, elem, bit, crate::bits::flip_f64),
+            Values::F32(v) => element::flip_in(v, elem, bit, crate::bits::flip_f32),
+            Values::I32(v) => element::flip_in(v, elem, bit, |x, b| x ^ (1 << b)),
+            Values::I64(v) => element::flip_in(v, elem, bit, |x, b| x ^ (1 << b)),
+            Values::U32(v) => element::flip_in(v, elem, bit, |x, b| x ^ (1 << b)),
+            Values::U64(v) => element::flip_in(v, elem, bit, |x, b| x ^ (1 << b)),
+            Values::RankIds(_) => false,
         }
     }
 
@@ -276,109 +491,16 @@ impl Values {
     pub fn combine(&mut self, op: ReduceOp, other: ValuesRef<'_>) -> Result<(), ValuesError> {
         let (local, remote) = (self.dtype(), other.dtype());
         match (self, other) {
-            (Values::F64(a), ValuesRef::F64(b)) => combine_floats(a, b, op, Dtype::F64),
-            (Values::F32(a), ValuesRef::F32(b)) => combine_floats(a, b, op, Dtype::F32),
-            (Values::U64(a), ValuesRef::U64(b)) => combine_words(a, b, op),
-            (Values::RankIds(a), ValuesRef::RankIds(b)) => union_rank_ids(a, b, op),
+            (Values::F64(a), ValuesRef::F64(b)) => Element::combine(a, b, op),
+            (Values::F32(a), ValuesRef::F32(b)) => Element::combine(a, b, op),
+            (Values::I32(a), ValuesRef::I32(b)) => Element::combine(a, b, op),
+            (Values::I64(a), ValuesRef::I64(b)) => Element::combine(a, b, op),
+            (Values::U32(a), ValuesRef::U32(b)) => Element::combine(a, b, op),
+            (Values::U64(a), ValuesRef::U64(b)) => Element::combine(a, b, op),
+            (Values::RankIds(a), ValuesRef::RankIds(b)) => element::union_rank_ids(a, b, op),
             _ => Err(ValuesError::DtypeMismatch { local, remote }),
         }
     }
-}
-
-/// Float element types that reductions apply to.
-pub trait Float: Pod + Zeroable + PartialOrd + std::ops::Add<Output = Self> {
-    /// The smaller of two values, ignoring a NaN operand as `f64::min` does.
-    fn min_of(self, other: Self) -> Self;
-    /// The larger of two values.
-    fn max_of(self, other: Self) -> Self;
-}
-
-impl Float for f64 {
-    fn min_of(self, other: Self) -> Self {
-        self.min(other)
-    }
-    fn max_of(self, other: Self) -> Self {
-        self.max(other)
-    }
-}
-
-impl Float for f32 {
-    fn min_of(self, other: Self) -> Self {
-        self.min(other)
-    }
-    fn max_of(self, other: Self) -> Self {
-        self.max(other)
-    }
-}
-
-fn same_len(local: usize, remote: usize) -> Result<(), ValuesError> {
-    if local == remote {
-        Ok(())
-    } else {
-        Err(ValuesError::LengthMismatch { local, remote })
-    }
-}
-
-fn combine_floats<T: Float>(
-    acc: &mut [T],
-    other: &[T],
-    op: ReduceOp,
-    dtype: Dtype,
-) -> Result<(), ValuesError> {
-    same_len(acc.len(), other.len())?;
-    let pairs = acc.iter_mut().zip(other.iter().copied());
-    match op {
-        ReduceOp::Sum | ReduceOp::Average => pairs.for_each(|(a, b)| *a = *a + b),
-        ReduceOp::Min => pairs.for_each(|(a, b)| *a = a.min_of(b)),
-        ReduceOp::Max => pairs.for_each(|(a, b)| *a = a.max_of(b)),
-        ReduceOp::BitAnd | ReduceOp::BitOr | ReduceOp::RankUnion => {
-            return Err(ValuesError::OpNotDefined { op, dtype })
-        }
-    }
-    Ok(())
-}
-
-fn combine_words(acc: &mut [u64], other: &[u64], op: ReduceOp) -> Result<(), ValuesError> {
-    same_len(acc.len(), other.len())?;
-    let pairs = acc.iter_mut().zip(other.iter().copied());
-    match op {
-        ReduceOp::Sum | ReduceOp::Average => pairs.for_each(|(a, b)| *a = a.wrapping_add(b)),
-        ReduceOp::Min => pairs.for_each(|(a, b)| *a = (*a).min(b)),
-        ReduceOp::Max => pairs.for_each(|(a, b)| *a = (*a).max(b)),
-        ReduceOp::BitAnd => pairs.for_each(|(a, b)| *a &= b),
-        ReduceOp::BitOr => pairs.for_each(|(a, b)| *a |= b),
-        ReduceOp::RankUnion => {
-            return Err(ValuesError::OpNotDefined {
-                op,
-                dtype: Dtype::U64,
-            })
-        }
-    }
-    Ok(())
-}
-
-fn union_rank_ids(acc: &mut Vec<u32>, other: &[u32], op: ReduceOp) -> Result<(), ValuesError> {
-    if op != ReduceOp::RankUnion {
-        return Err(ValuesError::OpNotDefined {
-            op,
-            dtype: Dtype::RankIds,
-        });
-    }
-    if other.windows(2).any(|pair| pair[0] >= pair[1]) {
-        return Err(ValuesError::UnsortedRankIds);
-    }
-    let mut merged = Vec::with_capacity(acc.len() + other.len());
-    let (mut i, mut j) = (0, 0);
-    while i < acc.len() && j < other.len() {
-        let (a, b) = (acc[i], other[j]);
-        merged.push(a.min(b));
-        i += usize::from(a <= b);
-        j += usize::from(b <= a);
-    }
-    merged.extend_from_slice(&acc[i..]);
-    merged.extend_from_slice(&other[j..]);
-    *acc = merged;
-    Ok(())
 }
 
 /// Turns a reduced vector into the estimate a rank reports: for [`ReduceOp::Average`] the values
@@ -392,71 +514,5 @@ pub fn finish_estimate(op: ReduceOp, reduced: &[f64], dst: &mut Vec<f64>) {
             }
         }
         _ => dst.extend_from_slice(reduced),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn float_ops() {
-        let mut v = Values::F64(vec![1.0, 5.0]);
-        v.combine(ReduceOp::Sum, ValuesRef::F64(&[2.0, -1.0]))
-            .unwrap();
-        assert_eq!(v, Values::F64(vec![3.0, 4.0]));
-        v.combine(ReduceOp::Min, ValuesRef::F64(&[0.5, 9.0]))
-            .unwrap();
-        assert_eq!(v, Values::F64(vec![0.5, 4.0]));
-        v.combine(ReduceOp::Max, ValuesRef::F64(&[1.5, 9.0]))
-            .unwrap();
-        assert_eq!(v, Values::F64(vec![1.5, 9.0]));
-        assert!(matches!(
-            v.combine(ReduceOp::BitAnd, ValuesRef::F64(&[1.0, 1.0])),
-            Err(ValuesError::OpNotDefined { .. })
-        ));
-    }
-
-    #[test]
-    fn word_ops_and_mismatches() {
-        let mut w = Values::U64(vec![0b1100]);
-        w.combine(ReduceOp::BitAnd, ValuesRef::U64(&[0b1010]))
-            .unwrap();
-        assert_eq!(w, Values::U64(vec![0b1000]));
-        w.combine(ReduceOp::BitOr, ValuesRef::U64(&[0b0001]))
-            .unwrap();
-        assert_eq!(w, Values::U64(vec![0b1001]));
-        assert!(matches!(
-            w.combine(ReduceOp::Sum, ValuesRef::U64(&[1, 2])),
-            Err(ValuesError::LengthMismatch { .. })
-        ));
-        assert!(matches!(
-            w.combine(ReduceOp::Sum, ValuesRef::F64(&[1.0])),
-            Err(ValuesError::DtypeMismatch { .. })
-        ));
-    }
-
-    #[test]
-    fn rank_union_merges_sorted_sets() {
-        let mut s = Values::RankIds(vec![1, 4, 9]);
-        s.combine(ReduceOp::RankUnion, ValuesRef::RankIds(&[0, 4, 5, 10]))
-            .unwrap();
-        assert_eq!(s, Values::RankIds(vec![0, 1, 4, 5, 9, 10]));
-        assert_eq!(
-            s.combine(ReduceOp::RankUnion, ValuesRef::RankIds(&[3, 2])),
-            Err(ValuesError::UnsortedRankIds)
-        );
-    }
-
-    #[test]
-    fn average_divides_by_weight() {
-        let mut v = Values::F64(vec![3.0, 6.0, 1.0]);
-        v.combine(ReduceOp::Average, ValuesRef::F64(&[5.0, 2.0, 1.0]))
-            .unwrap();
-        let mut est = Vec::new();
-        if let Values::F64(raw) = &v {
-            finish_estimate(ReduceOp::Average, raw, &mut est);
-        }
-        assert_eq!(est, vec![4.0, 4.0]);
     }
 }

@@ -1,7 +1,7 @@
 //! The wire format every algorithm message uses.
 //!
 //! # Layout
-//! A frame is a 40-byte header followed by the payload; all fields little-endian.
+//! A frame is a 56-byte header followed by the payload; all fields little-endian.
 //!
 //! | offset | size | field         | meaning                                                   |
 //! |--------|------|---------------|-----------------------------------------------------------|
@@ -17,12 +17,22 @@
 //! | 24     | 8    | `aux`         | protocol-specific small field                             |
 //! | 32     | 4    | `payload_len` | payload length in bytes, values and rank trailer          |
 //! | 36     | 4    | `trailer_ranks` | number of `u32` rank ids after the values (usually 0)   |
-//! | 40     | …    | values        | `dtype` elements                                          |
+//! | 40     | 4    | `segment`     | which segment of the operation's vector (see below)       |
+//! | 44     | 1    | `shape_dtype` | [`Dtype`] of the operation's whole vector at the sender   |
+//! | 45     | 3    | reserved      | zero                                                      |
+//! | 48     | 8    | `shape_len`   | elements of the operation's whole vector at the sender    |
+//! | 56     | …    | values        | `dtype` elements                                          |
 //! | …      | 4·t  | rank trailer  | `trailer_ranks` rank ids (`u32`)                           |
 //!
 //! The rank trailer carries a list of ranks beside the values in the same message (the failed
 //! ranks a corrected-tree reduce reports up the tree). Every element type is a multiple of 4
 //! bytes, so the trailer is always 4-byte aligned when the frame is 8-byte aligned.
+//!
+//! The shape fields let a receiver check that every rank passed a vector of the same type and
+//! length before it combines anything (a mismatch is a typed error at every rank, never a hang or
+//! a garbage result), and the segment field lets a vector larger than a transport's frame travel
+//! as independent segments (see [`crate::protocol::Segmented`]). Protocols never set them: the
+//! [`crate::protocol::Outbox`] stamps them from the operation it encodes for.
 //!
 //! The header is a `bytemuck::Pod` struct, so encoding and decoding are a copy, and a payload that
 //! starts 8-byte aligned in its buffer is read in place as `&[f64]`. There is deliberately no
@@ -42,7 +52,7 @@ compile_error!("ftcoll's wire format is little-endian; big-endian hosts are not 
 /// First two bytes of every frame.
 pub const FRAME_MAGIC: u16 = 0xFC0C;
 /// Current layout version.
-pub const FRAME_VERSION: u8 = 1;
+pub const FRAME_VERSION: u8 = 2;
 /// Header size in bytes.
 pub const HEADER_BYTES: usize = std::mem::size_of::<FrameHeader>();
 /// Largest payload a decoder accepts by default (64 MiB); larger frames are `Oversized`.
@@ -52,7 +62,7 @@ pub const MAX_PAYLOAD_BYTES: usize = 64 << 20;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpId(pub u64);
 
-/// The fixed 40-byte frame header.
+/// The fixed 56-byte frame header.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub struct FrameHeader {
@@ -80,7 +90,28 @@ pub struct FrameHeader {
     pub payload_len: u32,
     /// Rank ids in the trailer after the values.
     pub trailer_ranks: u32,
+    /// Segment of the operation's vector this frame belongs to.
+    pub segment: u32,
+    /// [`Dtype`] of the operation's whole vector at the sender.
+    pub shape_dtype: u8,
+    /// Zero.
+    pub reserved: [u8; 3],
+    /// Elements of the operation's whole vector at the sender.
+    pub shape_len: u64,
 }
+
+/// The shape of an operation's vector and the segment a frame carries, stamped into every
+/// header an [`crate::protocol::Outbox`] encodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamp {
+    /// Segment index.
+    pub segment: u32,
+    /// Element type of the whole vector.
+    pub dtype: Dtype,
+    /// Elements in the whole vector.
+    pub len: u64,
+}
+
 
 impl FrameHeader {
     /// A header for a message of `kind` from `source` in operation `op`; the payload fields are
@@ -99,6 +130,19 @@ impl FrameHeader {
             aux: 0,
             payload_len: 0,
             trailer_ranks: 0,
+            segment: 0,
+            shape_dtype: 0,
+            reserved: [0; 3],
+            shape_len: 0,
+        }
+    }
+
+    /// The shape and segment the sender stamped.
+    pub fn stamp(&self) -> Stamp {
+        Stamp {
+            segment: self.segment,
+            dtype: Dtype::from_u8(self.shape_dtype).unwrap_or(Dtype::Empty),
+            len: self.shape_len,
         }
     }
 
@@ -118,6 +162,12 @@ impl FrameHeader {
             self.op_id,
             self.aux,
             u64::from(self.payload_len) | u64::from(self.trailer_ranks) << 32,
+            u64::from(self.segment)
+                | u64::from(self.shape_dtype) << 32
+                | u64::from(self.reserved[0]) << 40
+                | u64::from(self.reserved[1]) << 48
+                | u64::from(self.reserved[2]) << 56,
+            self.shape_len,
         ]
     }
 
@@ -243,6 +293,7 @@ impl<'a> Frame<'a> {
         }
         Algorithm::from_wire(header.algo).ok_or(FrameError::UnknownAlgo(header.algo))?;
         let dtype = Dtype::from_u8(header.dtype).ok_or(FrameError::UnknownDtype(header.dtype))?;
+        Dtype::from_u8(header.shape_dtype).ok_or(FrameError::UnknownDtype(header.shape_dtype))?;
         let len = header.payload_len as usize;
         if len > limit {
             return Err(FrameError::Oversized { got: len, limit });
@@ -319,6 +370,9 @@ impl<'a> Frame<'a> {
             Dtype::F64 => ValuesRef::F64(bytemuck::try_cast_slice(bytes).map_err(misaligned)?),
             Dtype::F32 => ValuesRef::F32(bytemuck::try_cast_slice(bytes).map_err(misaligned)?),
             Dtype::U64 => ValuesRef::U64(bytemuck::try_cast_slice(bytes).map_err(misaligned)?),
+            Dtype::I32 => ValuesRef::I32(bytemuck::try_cast_slice(bytes).map_err(misaligned)?),
+            Dtype::I64 => ValuesRef::I64(bytemuck::try_cast_slice(bytes).map_err(misaligned)?),
+            Dtype::U32 => ValuesRef::U32(bytemuck::try_cast_slice(bytes).map_err(misaligned)?),
             Dtype::RankIds => {
                 ValuesRef::RankIds(bytemuck::try_cast_slice(bytes).map_err(misaligned)?)
             }
@@ -361,7 +415,7 @@ pub fn encode_with_trailer(
     words.extend_from_slice(&header.to_words());
     // Values of 8-byte elements without a trailer (most frames) go in as words: no byte copy,
     // no padding to clear.
-    if let (ValuesRef::F64(_) | ValuesRef::U64(_), true) = (payload, trailer.is_empty()) {
+    if let (ValuesRef::F64(_) | ValuesRef::U64(_) | ValuesRef::I64(_), true) = (payload, trailer.is_empty()) {
         words.extend_from_slice(bytemuck::cast_slice(payload_bytes));
         return HEADER_BYTES + total;
     }
@@ -392,8 +446,8 @@ mod tests {
     }
 
     #[test]
-    fn header_is_forty_bytes() {
-        assert_eq!(HEADER_BYTES, 40);
+    fn header_is_fifty_six_bytes() {
+        assert_eq!(HEADER_BYTES, 56);
         let header = FrameHeader {
             dtype: 4,
             flags: 0xA55A,
@@ -408,9 +462,16 @@ mod tests {
             )
         }
         .with_aux(0x1122_3344_5566_7788);
+        let header = FrameHeader {
+            segment: 0x9ABC_DEF0,
+            shape_dtype: 6,
+            reserved: [1, 2, 3],
+            shape_len: 0x0F0E_0D0C_0B0A_0908,
+            ..header
+        };
         assert_eq!(
             header.to_words(),
-            bytemuck::cast::<FrameHeader, [u64; 5]>(header)
+            bytemuck::cast::<FrameHeader, [u64; 7]>(header)
         );
     }
 

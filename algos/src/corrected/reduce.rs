@@ -481,11 +481,7 @@ type Accepted<'f> = (CorrectedKind, ValuesRef<'f>, &'f [u32]);
 
 /// Appends the contributor count of an average (one per rank) to a float vector.
 pub(super) fn push_weight(values: &mut Values) {
-    match values {
-        Values::F64(v) => v.push(1.0),
-        Values::F32(v) => v.push(1.0),
-        Values::U64(_) | Values::RankIds(_) => {}
-    }
+    values.push_weight();
 }
 
 impl Protocol for CorrectedReduce {

@@ -217,11 +217,7 @@ impl Ftco {
             return;
         }
         if self.config.op == crate::values::ReduceOp::Average {
-            match &mut value {
-                Values::F64(v) => v.push(1.0),
-                Values::F32(v) => v.push(1.0),
-                Values::U64(_) | Values::RankIds(_) => {}
-            }
+            value.push_weight();
         }
         let own = Piece {
             contributors: Contributors::single(self.me),
@@ -651,12 +647,7 @@ impl Protocol for Ftco {
             return;
         };
         let mut raw = Vec::new();
-        match &piece.value {
-            Values::F64(v) => raw.extend_from_slice(v),
-            Values::F32(v) => raw.extend(v.iter().map(|&x| f64::from(x))),
-            Values::U64(v) => raw.extend(v.iter().map(|&x| x as f64)),
-            Values::RankIds(v) => raw.push(v.len() as f64),
-        }
+        piece.value.push_as_f64(&mut raw);
         finish_estimate(self.config.op, &raw, dst);
     }
 

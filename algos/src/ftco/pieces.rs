@@ -123,35 +123,20 @@ fn combine_all<'a>(pieces: impl Iterator<Item = &'a Piece>, op: ReduceOp) -> Opt
 
 /// Appends `src` to `dst` (same element type; checked by the caller).
 pub(crate) fn append_values(dst: &mut Values, src: &Values) {
-    match (dst, src) {
-        (Values::F64(a), Values::F64(b)) => a.extend_from_slice(b),
-        (Values::F32(a), Values::F32(b)) => a.extend_from_slice(b),
-        (Values::U64(a), Values::U64(b)) => a.extend_from_slice(b),
-        (Values::RankIds(a), Values::RankIds(b)) => a.extend_from_slice(b),
-        _ => debug_assert!(false, "pieces of one operation share an element type"),
-    }
+    let appended = dst.extend_from(src.as_ref());
+    debug_assert!(appended.is_ok(), "pieces of one operation share an element type");
 }
 
 /// An empty vector of the element type of `like`.
 pub(crate) fn empty_like(like: &Values) -> Values {
-    match like {
-        Values::F64(_) => Values::F64(Vec::new()),
-        Values::F32(_) => Values::F32(Vec::new()),
-        Values::U64(_) => Values::U64(Vec::new()),
-        Values::RankIds(_) => Values::RankIds(Vec::new()),
-    }
+    like.empty_like()
 }
 
 /// Elements `start..start + len` of `values` (the caller checked the bounds).
 pub(crate) fn slice_values(values: ValuesRef<'_>, start: usize, len: usize) -> Values {
-    let end = start + len;
-    match values {
-        ValuesRef::Empty => Values::F64(Vec::new()),
-        ValuesRef::F64(v) => Values::F64(v[start..end].to_vec()),
-        ValuesRef::F32(v) => Values::F32(v[start..end].to_vec()),
-        ValuesRef::U64(v) => Values::U64(v[start..end].to_vec()),
-        ValuesRef::RankIds(v) => Values::RankIds(v[start..end].to_vec()),
-    }
+    values
+        .slice(start..start + len)
+        .map_or_else(|| values.to_owned_values().empty_like(), |v| v.to_owned_values())
 }
 
 #[cfg(test)]

@@ -48,6 +48,10 @@ impl<W: Wrapper> Protocol for W {
         self.inner().has_result()
     }
 
+    fn result(&self) -> Option<crate::values::ValuesRef<'_>> {
+        self.inner().result()
+    }
+
     fn reads_clock(&self) -> bool {
         self.inner().reads_clock()
     }

@@ -1,0 +1,579 @@
+//! The operation shell: any vector length over any protocol, and a shape check on every frame.
+//!
+//! A transport moves frames of bounded size (a shared-memory lane holds 32 KiB), and a vector may
+//! be gigabytes. [`Segmented`] cuts the operation's vector into segments of at most
+//! [`SegmentPlan::segment_elems`] elements and runs one instance of the inner protocol per
+//! segment: every collective here is element-wise, so segments are independent operations that
+//! share the operation id and tell themselves apart by the header's `segment` field. At most
+//! [`SegmentPlan::window`] segments are started by this rank at once, so transfers of one
+//! segment overlap the reduction of the next while memory and queues stay bounded; a segment a
+//! peer has already started is started here on its first frame (its input is at hand), so no
+//! frame is ever held.
+//!
+//! Every frame carries the sender's vector shape (type and length). A frame whose shape differs
+//! from this rank's ends the operation with [`AbortReason::ShapeMismatch`], and this rank tells
+//! every peer, so that every rank ends with the same typed error instead of waiting for data
+//! that will never come (or combining vectors that do not match).
+
+use super::{AbortReason, Counters, Event, Input, LocalFault, Outbox, Phase, Protocol, RankStatus};
+use super::{StateVar, Time};
+use crate::rank::Rank;
+use crate::registry::Algorithm;
+use crate::values::{Dtype, ReduceOp, Values, ValuesRef};
+use crate::wire::{Frame, FrameError, FrameHeader, OpId, Stamp};
+
+/// Message kind reserved in every protocol for the shell's shape-mismatch notice.
+pub const KIND_SHAPE_MISMATCH: u8 = 0xFF;
+
+/// How an operation's vector is cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentPlan {
+    /// Elements per segment (at least 1): chosen so that the inner protocol's largest frame
+    /// fits the transport.
+    pub segment_elems: usize,
+    /// Segments this rank starts before the first of them completes (at least 1).
+    pub window: u32,
+}
+
+impl SegmentPlan {
+    /// One segment, whatever the length (the simulator, whose frames have no size limit).
+    pub const WHOLE: SegmentPlan = SegmentPlan {
+        segment_elems: usize::MAX,
+        window: 1,
+    };
+
+    /// Number of segments of a vector of `len` elements (one for an empty vector).
+    pub fn segments(&self, len: usize) -> usize {
+        len.div_ceil(self.segment_elems.max(1)).max(1)
+    }
+}
+
+/// What the shell knows of the operation it runs.
+#[derive(Clone, Copy, Debug)]
+pub struct ShellConfig {
+    /// This rank.
+    pub rank: Rank,
+    /// Ranks in the group.
+    pub size: u32,
+    /// The inner protocol's algorithm (frames of the notice carry it).
+    pub algo: Algorithm,
+    /// The operation.
+    pub op: OpId,
+    /// The operator (an average's result comes from `estimate`).
+    pub reduce: ReduceOp,
+    /// How to cut the vector.
+    pub plan: SegmentPlan,
+}
+
+/// One segment's life at this rank.
+enum Slot<P> {
+    NotStarted,
+    Running(P),
+    /// Done, its result written back; kept while it still owes peers answers.
+    Finished(Option<P>),
+}
+
+/// Builds (or recycles) the inner protocol of one segment.
+pub type MakeSegment<P> = Box<dyn FnMut(u32, Option<P>) -> P + Send>;
+
+/// The operation shell around a protocol `P` (see the module docs).
+pub struct Segmented<P: Protocol> {
+    config: ShellConfig,
+    make: MakeSegment<P>,
+    /// This rank's vector shape.
+    shape: Stamp,
+    /// The input; each finished segment's result overwrites its part.
+    data: Values,
+    slots: Vec<Slot<P>>,
+    /// Segments started by this rank's own schedule (the window's cursor).
+    next_to_start: usize,
+    running: usize,
+    finished: usize,
+    /// Whether every finished segment left a result here (a reduce's non-roots get none).
+    has_result: bool,
+    failed: Vec<Rank>,
+    failed_links: Vec<Rank>,
+    phase: Phase,
+    abort: Option<AbortReason>,
+    /// Counters of instances already dropped.
+    retired: Counters,
+    spare: Option<P>,
+    scratch: Vec<f64>,
+}
+
+impl<P: Protocol> Segmented<P> {
+    /// A shell whose segments are built by `make(segment, spare)`; `spare` is a finished
+    /// instance to restart in place, when there is one.
+    pub fn new(config: ShellConfig, make: MakeSegment<P>) -> Segmented<P> {
+        Segmented {
+            config,
+            make,
+            shape: Stamp::default(),
+            data: Values::F64(Vec::new()),
+            slots: Vec::new(),
+            next_to_start: 0,
+            running: 0,
+            finished: 0,
+            has_result: true,
+            failed: Vec::new(),
+            failed_links: Vec::new(),
+            phase: Phase::Idle,
+            abort: None,
+            retired: Counters::default(),
+            spare: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Makes the shell ready for another operation, keeping its allocations and one inner
+    /// instance to restart.
+    pub fn restart(&mut self, config: ShellConfig) {
+        self.config = config;
+        for slot in self.slots.drain(..) {
+            if let Slot::Running(p) | Slot::Finished(Some(p)) = slot {
+                self.spare.get_or_insert(p);
+            }
+        }
+        self.next_to_start = 0;
+        self.running = 0;
+        self.finished = 0;
+        self.has_result = true;
+        self.failed.clear();
+        self.failed_links.clear();
+        self.phase = Phase::Idle;
+        self.abort = None;
+        self.retired = Counters::default();
+    }
+
+    /// Why the operation aborted, once it has.
+    pub fn abort_reason(&self) -> Option<AbortReason> {
+        self.abort
+    }
+
+    /// Number of segments of the operation.
+    pub fn segments(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn stamp(&self, segment: usize) -> Stamp {
+        Stamp {
+            segment: segment as u32,
+            ..self.shape
+        }
+    }
+
+    fn range(&self, segment: usize) -> std::ops::Range<usize> {
+        let len = self.data.len();
+        let start = segment.saturating_mul(self.config.plan.segment_elems).min(len);
+        start..start.saturating_add(self.config.plan.segment_elems).min(len)
+    }
+
+    fn on_start(&mut self, now: Time, data: ValuesRef<'_>, out: &mut Outbox) {
+        self.shape = Stamp {
+            segment: 0,
+            dtype: data.dtype(),
+            len: data.len() as u64,
+        };
+        self.data.copy_from(data);
+        let count = self.config.plan.segments(data.len());
+        self.slots.clear();
+        self.slots.resize_with(count, || Slot::NotStarted);
+        self.phase = Phase::Running;
+        let window = (self.config.plan.window.max(1) as usize).min(count);
+        for segment in 0..window {
+            self.start_segment(now, segment, out);
+        }
+        self.next_to_start = window;
+    }
+
+    /// Starts `segment`, handing it the failures known so far.
+    fn start_segment(&mut self, now: Time, segment: usize, out: &mut Outbox) {
+        if !matches!(self.slots.get(segment), Some(Slot::NotStarted)) || self.phase != Phase::Running
+        {
+            return;
+        }
+        let mut protocol = (self.make)(segment as u32, self.spare.take());
+        let range = self.range(segment);
+        let input = self.data.as_ref().slice(range).unwrap_or(ValuesRef::Empty);
+        out.set_stamp(self.stamp(segment));
+        let first = out.events().len();
+        protocol.handle(now, Input::Start { data: input }, out);
+        for &peer in &self.failed {
+            protocol.handle(now, Input::PeerFailed { peer }, out);
+        }
+        for &peer in &self.failed_links {
+            protocol.handle(now, Input::LinkFailed { peer }, out);
+        }
+        self.slots[segment] = Slot::Running(protocol);
+        self.running += 1;
+        self.after_inner(now, segment, first, out);
+    }
+
+    /// Hands `input` to the live instance of `segment`.
+    fn deliver(&mut self, now: Time, segment: usize, input: Input<'_>, out: &mut Outbox) {
+        let stamp = self.stamp(segment);
+        let first = out.events().len();
+        match self.slots.get_mut(segment) {
+            Some(Slot::Running(p)) | Some(Slot::Finished(Some(p))) => {
+                out.set_stamp(stamp);
+                p.handle(now, input, out);
+            }
+            _ => return,
+        }
+        self.after_inner(now, segment, first, out);
+    }
+
+    /// Looks at what a segment's instance reported from event `first` on: its completion and
+    /// abort become the shell's business; everything else passes through.
+    fn after_inner(&mut self, now: Time, segment: usize, first: usize, out: &mut Outbox) {
+        let mut completed = false;
+        let mut aborted = None;
+        out.retain_events_from(first, |event| match event {
+            Event::Completed => {
+                completed = true;
+                false
+            }
+            Event::Aborted(reason) => {
+                aborted = Some(*reason);
+                false
+            }
+            Event::RoundDone { .. } => segment == 0,
+            _ => true,
+        });
+        if let Some(reason) = aborted {
+            self.fail(reason, out);
+            return;
+        }
+        if completed {
+            self.finish_segment(now, segment, out);
+        }
+    }
+
+    fn finish_segment(&mut self, now: Time, segment: usize, out: &mut Outbox) {
+        let range = self.range(segment);
+        let Some(Slot::Running(protocol)) = self.slots.get_mut(segment) else {
+            return;
+        };
+        if protocol.has_result() {
+            let written = match protocol.result() {
+                Some(result) if self.config.reduce != ReduceOp::Average => {
+                    self.data.write_at(range.start, result).is_ok()
+                        && result.len() == range.len()
+                }
+                _ => {
+                    protocol.estimate(&mut self.scratch);
+                    write_f64(&mut self.data, range.start, &self.scratch)
+                        && self.scratch.len() == range.len()
+                }
+            };
+            if !written {
+                // A protocol whose result does not fit its segment: never hand it to the user.
+                self.fail(AbortReason::Stopped, out);
+                return;
+            }
+        } else {
+            self.has_result = false;
+        }
+        let Slot::Running(protocol) = std::mem::replace(&mut self.slots[segment], Slot::NotStarted)
+        else {
+            return;
+        };
+        let keep = !protocol.settled() || protocol.serve_until().is_some();
+        if keep {
+            self.slots[segment] = Slot::Finished(Some(protocol));
+        } else {
+            self.retire(protocol);
+            self.slots[segment] = Slot::Finished(None);
+        }
+        self.running -= 1;
+        self.finished += 1;
+        if self.finished == self.slots.len() {
+            self.phase = Phase::Done;
+            out.set_stamp(self.stamp(0));
+            out.emit(Event::Completed);
+            return;
+        }
+        while self.running < self.config.plan.window.max(1) as usize
+            && self.next_to_start < self.slots.len()
+        {
+            let next = self.next_to_start;
+            self.next_to_start += 1;
+            self.start_segment(now, next, out);
+        }
+    }
+
+    fn retire(&mut self, protocol: P) {
+        let c = protocol.status().counters;
+        self.retired.messages_sent += c.messages_sent;
+        self.retired.messages_received += c.messages_received;
+        self.retired.frames_rejected += c.frames_rejected;
+        self.retired.faults_applied += c.faults_applied;
+        self.spare = Some(protocol);
+    }
+
+    fn fail(&mut self, reason: AbortReason, out: &mut Outbox) {
+        if self.phase == Phase::Aborted {
+            return;
+        }
+        self.phase = Phase::Aborted;
+        self.abort = Some(reason);
+        out.emit(Event::Aborted(reason));
+    }
+
+    /// Ends the operation on a shape mismatch and tells every peer.
+    fn mismatch(&mut self, peer: Rank, remote: (Dtype, u64), out: &mut Outbox) {
+        if self.phase == Phase::Aborted {
+            return;
+        }
+        let local = (self.shape.dtype, self.shape.len);
+        out.set_stamp(self.stamp(0));
+        let header = FrameHeader::new(
+            self.config.algo,
+            KIND_SHAPE_MISMATCH,
+            self.config.op,
+            self.config.rank,
+            0,
+        )
+        .with_aux(u64::from(peer.0));
+        for to in (0..self.config.size).map(Rank) {
+            if to != self.config.rank {
+                out.send(to, header, ValuesRef::Empty);
+            }
+        }
+        self.fail(
+            AbortReason::ShapeMismatch {
+                peer,
+                local,
+                remote,
+            },
+            out,
+        );
+    }
+
+    fn on_message(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+        if let Err(error) = frame.check(self.config.algo, self.config.op) {
+            out.emit(Event::Rejected { from, error });
+            return;
+        }
+        let theirs = frame.header.stamp();
+        if frame.header.kind == KIND_SHAPE_MISMATCH {
+            // A peer saw two shapes; the one it reports is theirs, or a third rank's.
+            let culprit = Rank(frame.header.aux as u32);
+            self.mismatch(culprit, (theirs.dtype, theirs.len), out);
+            return;
+        }
+        if (theirs.dtype, theirs.len) != (self.shape.dtype, self.shape.len) {
+            self.mismatch(from, (theirs.dtype, theirs.len), out);
+            return;
+        }
+        let segment = theirs.segment as usize;
+        match self.slots.get(segment) {
+            None => out.emit(Event::Rejected {
+                from,
+                error: FrameError::Unexpected {
+                    from: from.0,
+                    what: "segment beyond the operation's vector",
+                },
+            }),
+            Some(Slot::NotStarted) => {
+                self.start_segment(now, segment, out);
+                self.deliver(now, segment, Input::Message { from, frame }, out);
+            }
+            Some(_) => self.deliver(now, segment, Input::Message { from, frame }, out),
+        }
+    }
+
+    /// Every live instance's index.
+    fn live(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&s| matches!(self.slots[s], Slot::Running(_) | Slot::Finished(Some(_))))
+            .collect()
+    }
+
+    fn to_every_live(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+        for segment in self.live() {
+            self.deliver(now, segment, input, out);
+        }
+    }
+
+    fn on_fault(&mut self, now: Time, fault: LocalFault, out: &mut Outbox) {
+        let LocalFault::FlipBit { var, bit } = fault;
+        let target = match var {
+            StateVar::Value { elem } => {
+                let width = self.config.plan.segment_elems.max(1);
+                let segment = elem as usize / width;
+                let local = StateVar::Value {
+                    elem: (elem as usize % width) as u32,
+                };
+                Some((segment, LocalFault::FlipBit { var: local, bit }))
+            }
+            _ => self.live().first().map(|&s| (s, fault)),
+        };
+        match target {
+            Some((segment, fault))
+                if matches!(self.slots.get(segment), Some(Slot::Running(_))) =>
+            {
+                self.deliver(now, segment, Input::Fault(fault), out)
+            }
+            _ => out.emit(Event::FaultIgnored(fault)),
+        }
+    }
+
+    fn instances(&self) -> impl Iterator<Item = &P> {
+        self.slots.iter().filter_map(|slot| match slot {
+            Slot::Running(p) | Slot::Finished(Some(p)) => Some(p),
+            _ => None,
+        })
+    }
+}
+
+/// Writes f64 values into a vector of any numeric type; false where it cannot.
+fn write_f64(data: &mut Values, at: usize, src: &[f64]) -> bool {
+    fn put<T: crate::values::Element>(dst: &mut [T], at: usize, src: &[f64]) -> bool {
+        match dst.get_mut(at..at + src.len()) {
+            Some(slot) => {
+                slot.iter_mut()
+                    .zip(src)
+                    .for_each(|(d, &s)| *d = T::from_f64(s));
+                true
+            }
+            None => false,
+        }
+    }
+    match data {
+        Values::F64(v) => put(v, at, src),
+        Values::F32(v) => put(v, at, src),
+        Values::I32(v) => put(v, at, src),
+        Values::I64(v) => put(v, at, src),
+        Values::U32(v) => put(v, at, src),
+        Values::U64(v) => put(v, at, src),
+        Values::RankIds(_) => false,
+    }
+}
+
+impl<P: Protocol> Protocol for Segmented<P> {
+    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+        let before = out.stamp();
+        match input {
+            Input::Start { data } if self.phase == Phase::Idle => self.on_start(now, data, out),
+            Input::Start { .. } => {}
+            Input::Message { from, frame } => self.on_message(now, from, frame, out),
+            Input::Timeout => {
+                for segment in self.live() {
+                    let due = match &self.slots[segment] {
+                        Slot::Running(p) | Slot::Finished(Some(p)) => {
+                            p.poll_timeout().is_some_and(|at| at <= now)
+                        }
+                        _ => false,
+                    };
+                    if due {
+                        self.deliver(now, segment, Input::Timeout, out);
+                    }
+                }
+            }
+            Input::PeerFailed { peer } => {
+                if !self.failed.contains(&peer) {
+                    self.failed.push(peer);
+                }
+                self.to_every_live(now, input, out);
+            }
+            Input::LinkFailed { peer } => {
+                if !self.failed_links.contains(&peer) {
+                    self.failed_links.push(peer);
+                }
+                self.to_every_live(now, input, out);
+            }
+            Input::Fault(fault) => self.on_fault(now, fault, out),
+            Input::Stop => {
+                self.to_every_live(now, input, out);
+                self.fail(AbortReason::Stopped, out);
+            }
+        }
+        out.set_stamp(before);
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.instances().filter_map(Protocol::poll_timeout).min()
+    }
+
+    fn estimate(&self, dst: &mut Vec<f64>) {
+        dst.clear();
+        if self.phase == Phase::Done || self.slots.len() <= 1 {
+            match self.slots.first() {
+                Some(Slot::Running(p)) if self.phase != Phase::Done => p.estimate(dst),
+                _ => self.data.push_as_f64(dst),
+            }
+            return;
+        }
+        let mut part = Vec::new();
+        for (segment, slot) in self.slots.iter().enumerate() {
+            match slot {
+                Slot::Running(p) => {
+                    p.estimate(&mut part);
+                    dst.extend_from_slice(&part);
+                }
+                _ => {
+                    let range = self.range(segment);
+                    if let Some(values) = self.data.as_ref().slice(range) {
+                        values.push_as_f64(dst);
+                    }
+                }
+            }
+        }
+    }
+
+    fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    fn has_result(&self) -> bool {
+        self.phase == Phase::Done && self.has_result
+    }
+
+    fn result(&self) -> Option<ValuesRef<'_>> {
+        self.has_result().then(|| self.data.as_ref())
+    }
+
+    fn reads_clock(&self) -> bool {
+        match self.instances().next() {
+            Some(p) => p.reads_clock(),
+            None => true,
+        }
+    }
+
+    fn status(&self) -> RankStatus {
+        let mut counters = self.retired;
+        let mut detail = None;
+        for p in self.instances() {
+            let status = p.status();
+            let c = status.counters;
+            counters.messages_sent += c.messages_sent;
+            counters.messages_received += c.messages_received;
+            counters.frames_rejected += c.frames_rejected;
+            counters.faults_applied += c.faults_applied;
+            counters.failures_noticed = counters.failures_noticed.max(c.failures_noticed);
+            detail.get_or_insert(status.detail);
+        }
+        RankStatus {
+            phase: self.phase,
+            iteration: self.finished as u32,
+            counters,
+            detail: detail.unwrap_or_default(),
+        }
+    }
+
+    fn settled(&self) -> bool {
+        self.instances().all(Protocol::settled)
+    }
+
+    fn serve_until(&self) -> Option<Time> {
+        self.instances().filter_map(Protocol::serve_until).max()
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.instances().try_for_each(Protocol::check_invariants)
+    }
+}
+
+#[cfg(test)]
+mod tests;

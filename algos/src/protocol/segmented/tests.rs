@@ -1,0 +1,175 @@
+//! The shell over recursive doubling and the direct exchange, driven by a small in-memory
+//! network that delivers frames in a seeded random order.
+
+use super::*;
+use crate::direct::{DirectAllreduce, DirectConfig};
+use crate::rdb::{RdbConfig, RecursiveDoubling};
+use crate::rng::SimRng as Rng;
+use crate::wire::Frame;
+
+type Queued = (Rank, Rank, Vec<u64>, usize);
+
+fn shell_config(rank: u32, size: u32, algo: Algorithm, plan: SegmentPlan) -> ShellConfig {
+    ShellConfig {
+        rank: Rank(rank),
+        size,
+        algo,
+        op: OpId(1),
+        reduce: ReduceOp::Sum,
+        plan,
+    }
+}
+
+fn rdb_shell(rank: u32, size: u32, plan: SegmentPlan) -> Box<dyn Protocol> {
+    let config = RdbConfig::exact(Rank(rank), size, ReduceOp::Sum, OpId(1));
+    Box::new(Segmented::new(
+        shell_config(rank, size, Algorithm::Rdb, plan),
+        Box::new(move |_, spare: Option<RecursiveDoubling>| match spare {
+            Some(mut p) => {
+                p.restart(config);
+                p
+            }
+            None => RecursiveDoubling::new(config),
+        }),
+    ))
+}
+
+fn direct_shell(rank: u32, size: u32, plan: SegmentPlan) -> Box<dyn Protocol> {
+    let config = DirectConfig {
+        rank: Rank(rank),
+        size,
+        op: ReduceOp::Sum,
+        op_id: OpId(1),
+    };
+    Box::new(Segmented::new(
+        shell_config(rank, size, Algorithm::Direct, plan),
+        Box::new(move |_, _| DirectAllreduce::new(config)),
+    ))
+}
+
+/// Runs every rank to the end, delivering queued frames in a random order drawn from `seed`;
+/// returns the ranks and the largest frame seen.
+fn drive(
+    mut ranks: Vec<Box<dyn Protocol>>,
+    inputs: &[Values],
+    seed: u64,
+) -> (Vec<Box<dyn Protocol>>, usize) {
+    let mut rng = Rng::new(seed);
+    let mut queue: Vec<Queued> = Vec::new();
+    let mut out = Outbox::new();
+    let mut largest = 0;
+    let mut collect = |from: Rank, out: &mut Outbox, queue: &mut Vec<Queued>| {
+        for i in 0..out.send_count() {
+            let (to, words, len) = out.send_words_at(i).unwrap();
+            largest = largest.max(len);
+            queue.push((from, to, words.to_vec(), len));
+        }
+        out.clear();
+    };
+    for (i, rank) in ranks.iter_mut().enumerate() {
+        let data = inputs[i].as_ref();
+        rank.handle(Time::ZERO, Input::Start { data }, &mut out);
+        collect(Rank(i as u32), &mut out, &mut queue);
+    }
+    let mut guard = 0;
+    while !queue.is_empty() {
+        guard += 1;
+        assert!(guard < 1_000_000, "runaway delivery");
+        let pick = rng.below(queue.len() as u64) as usize;
+        let (from, to, words, len) = queue.swap_remove(pick);
+        let bytes: &[u8] = bytemuck::cast_slice(&words);
+        let frame = Frame::decode(&bytes[..len]).unwrap();
+        ranks[to.index()].handle(Time::ZERO, Input::Message { from, frame }, &mut out);
+        collect(to, &mut out, &mut queue);
+    }
+    (ranks, largest)
+}
+
+fn int_inputs(size: u32, len: usize) -> Vec<Values> {
+    (0..size)
+        .map(|r| Values::I64((0..len).map(|i| (i as i64) * 7 - i64::from(r) * 3).collect()))
+        .collect()
+}
+
+fn column_sums(inputs: &[Values]) -> Values {
+    let mut acc = inputs[0].clone();
+    for other in &inputs[1..] {
+        acc.combine(ReduceOp::Sum, other.as_ref()).unwrap();
+    }
+    acc
+}
+
+#[test]
+fn any_length_any_segment_size_any_order_is_exact() {
+    let mut rng = Rng::new(25);
+    for case in 0..60u64 {
+        let size = 1 + rng.below(9) as u32;
+        let len = rng.below(300) as usize;
+        let plan = SegmentPlan {
+            segment_elems: 1 + rng.below(40) as usize,
+            window: 1 + rng.below(5) as u32,
+        };
+        let inputs = int_inputs(size, len);
+        let want = column_sums(&inputs);
+        let make = if case % 2 == 0 { rdb_shell } else { direct_shell };
+        let ranks = (0..size).map(|r| make(r, size, plan)).collect();
+        let (ranks, largest) = drive(ranks, &inputs, case);
+        let bound = crate::wire::HEADER_BYTES + 8 * plan.segment_elems;
+        assert!(largest <= bound, "case {case}: frame of {largest} bytes");
+        for (r, rank) in ranks.iter().enumerate() {
+            assert_eq!(rank.phase(), Phase::Done, "case {case} rank {r}");
+            assert_eq!(rank.result(), Some(want.as_ref()), "case {case} rank {r}");
+        }
+    }
+}
+
+#[test]
+fn a_rank_with_another_length_gives_every_rank_the_typed_error() {
+    for (size, odd) in [(2u32, 1u32), (4, 3), (5, 0), (8, 6)] {
+        let plan = SegmentPlan {
+            segment_elems: 16,
+            window: 2,
+        };
+        let mut inputs = int_inputs(size, 100);
+        inputs[odd as usize] = Values::I64(vec![1; 101]);
+        let ranks = (0..size).map(|r| rdb_shell(r, size, plan)).collect();
+        let (ranks, _) = drive(ranks, &inputs, u64::from(size));
+        for (r, rank) in ranks.iter().enumerate() {
+            assert_eq!(rank.phase(), Phase::Aborted, "size {size} rank {r}");
+            assert_eq!(rank.result(), None);
+        }
+    }
+}
+
+#[test]
+fn a_rank_with_another_type_is_a_mismatch_not_a_garbage_sum() {
+    let plan = SegmentPlan {
+        segment_elems: 8,
+        window: 1,
+    };
+    let mut inputs = int_inputs(4, 20);
+    inputs[2] = Values::U64(vec![5; 20]);
+    let ranks: Vec<Box<dyn Protocol>> = (0..4).map(|r| direct_shell(r, 4, plan)).collect();
+    let (ranks, _) = drive(ranks, &inputs, 7);
+    assert!(ranks.iter().all(|r| r.phase() == Phase::Aborted));
+}
+
+#[test]
+fn the_window_bounds_what_one_rank_starts_alone() {
+    let plan = SegmentPlan {
+        segment_elems: 4,
+        window: 3,
+    };
+    let mut shell = rdb_shell(0, 2, plan);
+    let mut out = Outbox::new();
+    let data = Values::F64(vec![1.0; 400]);
+    shell.handle(Time::ZERO, Input::Start { data: data.as_ref() }, &mut out);
+    // Two ranks: one exchange per segment, so one frame per started segment.
+    assert_eq!(out.send_count(), 3);
+    for i in 0..3 {
+        let (_, bytes) = out.send_at(i).unwrap();
+        let frame = Frame::decode(bytes).unwrap();
+        assert_eq!(frame.header.segment, i as u32);
+        assert_eq!(frame.header.stamp().len, 400);
+    }
+}

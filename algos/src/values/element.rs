@@ -1,0 +1,191 @@
+//! The element types a user vector may have, and the reduction kernels over each.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::{Dtype, ReduceOp, ValuesError, ValuesRef};
+
+/// A Rust type a collective reduces: its [`Dtype`], its view as a [`ValuesRef`], and the
+/// element-wise kernels of every operator that applies to it.
+pub trait Element: Pod + Zeroable + PartialOrd + Send + Sync + std::fmt::Debug + 'static {
+    /// The type's code on the wire.
+    const DTYPE: Dtype;
+
+    /// The slice as a type-erased payload.
+    fn view(slice: &[Self]) -> ValuesRef<'_>;
+
+    /// The payload as a slice of this type; `None` when it holds another type.
+    fn cast(values: ValuesRef<'_>) -> Option<&[Self]>;
+
+    /// Combines `other` into `acc` element-wise.
+    fn combine(acc: &mut [Self], other: &[Self], op: ReduceOp) -> Result<(), ValuesError>;
+
+    /// The value nearest `x` (integers truncate and saturate).
+    fn from_f64(x: f64) -> Self;
+}
+
+/// Float element types that reductions apply to.
+pub trait Float: Element + std::ops::Add<Output = Self> {
+    /// The smaller of two values, ignoring a NaN operand as `f64::min` does.
+    fn min_of(self, other: Self) -> Self;
+    /// The larger of two values.
+    fn max_of(self, other: Self) -> Self;
+}
+
+fn same_len(local: usize, remote: usize) -> Result<(), ValuesError> {
+    if local == remote {
+        Ok(())
+    } else {
+        Err(ValuesError::LengthMismatch { local, remote })
+    }
+}
+
+/// Applies `f` pairwise; written as an indexed loop over equal-length slices so that the
+/// compiler vectorises it (the reduction is the data path's inner loop).
+#[inline(always)]
+fn zip_apply<T: Copy>(acc: &mut [T], other: &[T], f: impl Fn(T, T) -> T) {
+    let n = acc.len().min(other.len());
+    let (acc, other) = (&mut acc[..n], &other[..n]);
+    for i in 0..n {
+        acc[i] = f(acc[i], other[i]);
+    }
+}
+
+macro_rules! float_element {
+    ($t:ty, $variant:ident) => {
+        impl Element for $t {
+            const DTYPE: Dtype = Dtype::$variant;
+
+            fn view(slice: &[Self]) -> ValuesRef<'_> {
+                ValuesRef::$variant(slice)
+            }
+
+            fn cast(values: ValuesRef<'_>) -> Option<&[Self]> {
+                match values {
+                    ValuesRef::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+
+            fn combine(acc: &mut [Self], other: &[Self], op: ReduceOp) -> Result<(), ValuesError> {
+                same_len(acc.len(), other.len())?;
+                match op {
+                    ReduceOp::Sum | ReduceOp::Average => zip_apply(acc, other, |a, b| a + b),
+                    ReduceOp::Prod => zip_apply(acc, other, |a, b| a * b),
+                    ReduceOp::Min => zip_apply(acc, other, <$t>::min),
+                    ReduceOp::Max => zip_apply(acc, other, <$t>::max),
+                    ReduceOp::BitAnd | ReduceOp::BitOr | ReduceOp::BitXor | ReduceOp::RankUnion => {
+                        return Err(ValuesError::OpNotDefined {
+                            op,
+                            dtype: Self::DTYPE,
+                        })
+                    }
+                }
+                Ok(())
+            }
+
+            fn from_f64(x: f64) -> Self {
+                x as $t
+            }
+        }
+
+        impl Float for $t {
+            fn min_of(self, other: Self) -> Self {
+                self.min(other)
+            }
+            fn max_of(self, other: Self) -> Self {
+                self.max(other)
+            }
+        }
+    };
+}
+
+macro_rules! int_element {
+    ($t:ty, $variant:ident) => {
+        impl Element for $t {
+            const DTYPE: Dtype = Dtype::$variant;
+
+            fn view(slice: &[Self]) -> ValuesRef<'_> {
+                ValuesRef::$variant(slice)
+            }
+
+            fn cast(values: ValuesRef<'_>) -> Option<&[Self]> {
+                match values {
+                    ValuesRef::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+
+            fn combine(acc: &mut [Self], other: &[Self], op: ReduceOp) -> Result<(), ValuesError> {
+                same_len(acc.len(), other.len())?;
+                match op {
+                    ReduceOp::Sum => zip_apply(acc, other, <$t>::wrapping_add),
+                    ReduceOp::Prod => zip_apply(acc, other, <$t>::wrapping_mul),
+                    ReduceOp::Min => zip_apply(acc, other, Ord::min),
+                    ReduceOp::Max => zip_apply(acc, other, Ord::max),
+                    ReduceOp::BitAnd => zip_apply(acc, other, |a, b| a & b),
+                    ReduceOp::BitOr => zip_apply(acc, other, |a, b| a | b),
+                    ReduceOp::BitXor => zip_apply(acc, other, |a, b| a ^ b),
+                    ReduceOp::Average | ReduceOp::RankUnion => {
+                        return Err(ValuesError::OpNotDefined {
+                            op,
+                            dtype: Self::DTYPE,
+                        })
+                    }
+                }
+                Ok(())
+            }
+
+            fn from_f64(x: f64) -> Self {
+                x as $t
+            }
+        }
+    };
+}
+
+float_element!(f64, F64);
+float_element!(f32, F32);
+int_element!(i32, I32);
+int_element!(i64, I64);
+int_element!(u32, U32);
+int_element!(u64, U64);
+
+/// Flips bit `bit` of element `elem` with `flip`; false when either does not exist.
+pub(super) fn flip_in<T: Copy>(v: &mut [T], elem: usize, bit: u32, flip: fn(T, u32) -> T) -> bool {
+    let bits = (std::mem::size_of::<T>() * 8) as u32;
+    match v.get_mut(elem) {
+        Some(x) if bit < bits => {
+            *x = flip(*x, bit);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Merges the strictly increasing rank set `other` into `acc`.
+pub(super) fn union_rank_ids(
+    acc: &mut Vec<u32>,
+    other: &[u32],
+    op: ReduceOp,
+) -> Result<(), ValuesError> {
+    if op != ReduceOp::RankUnion {
+        return Err(ValuesError::OpNotDefined {
+            op,
+            dtype: Dtype::RankIds,
+        });
+    }
+    if other.windows(2).any(|pair| pair[0] >= pair[1]) {
+        return Err(ValuesError::UnsortedRankIds);
+    }
+    let mut merged = Vec::with_capacity(acc.len() + other.len());
+    let (mut i, mut j) = (0, 0);
+    while i < acc.len() && j < other.len() {
+        let (a, b) = (acc[i], other[j]);
+        merged.push(a.min(b));
+        i += usize::from(a <= b);
+        j += usize::from(b <= a);
+    }
+    merged.extend_from_slice(&acc[i..]);
+    merged.extend_from_slice(&other[j..]);
+    *acc = merged;
+    Ok(())
+}
