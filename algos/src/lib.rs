@@ -23,6 +23,7 @@ pub mod protocol;
 pub mod rank;
 pub mod rdb;
 pub mod registry;
+pub mod ring;
 pub mod rng;
 pub mod time;
 pub mod topology;

@@ -19,7 +19,7 @@ mod segmented;
 mod timers;
 mod wrapper;
 
-pub use segmented::{SegmentPlan, Segmented};
+pub use segmented::{MakeSegment, SegmentPlan, Segmented, ShellConfig, KIND_SHAPE_MISMATCH};
 pub use timers::TimerTable;
 pub use wrapper::Wrapper;
 
@@ -354,6 +354,13 @@ pub enum Detail {
         /// How many ranks' inputs the local value contains.
         contributions: u64,
     },
+    /// The ring allreduce.
+    Ring {
+        /// Steps whose block arrived (reduce-scatter, then allgather).
+        steps_done: u32,
+        /// Steps in all: 2(N − 1).
+        steps_total: u32,
+    },
     /// The direct-exchange allreduce.
     DirectExchange {
         /// Other ranks' inputs received.
@@ -487,6 +494,10 @@ pub trait Protocol {
                 view.field("exchanges", format!("{steps_done} of {steps_total}"));
                 view.field("inputs combined", contributions);
             }
+            Detail::Ring {
+                steps_done,
+                steps_total,
+            } => view.field("ring steps", format!("{steps_done} of {steps_total}")),
             Detail::DirectExchange {
                 inputs_received,
                 inputs_folded,

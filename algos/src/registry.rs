@@ -65,6 +65,8 @@ pub enum Algorithm {
     EraAgree = 16,
     /// Direct-exchange allreduce.
     Direct = 17,
+    /// Ring allreduce: reduce-scatter then allgather, the bandwidth-optimal one.
+    Ring = 18,
 }
 
 /// Which state machine runs an algorithm, with what it needs to be built. Drivers match on this
@@ -78,6 +80,8 @@ pub enum Kind {
     },
     /// [`crate::direct::DirectAllreduce`].
     Direct,
+    /// [`crate::ring::RingAllreduce`].
+    Ring,
     /// [`crate::gossip::Gossip`] with this rule.
     Gossip {
         /// The update rule.
@@ -197,20 +201,28 @@ pub struct Descriptor {
     pub payload: Payload,
 }
 
-/// The user data an algorithm takes: element type and how long a vector may be.
+/// The user data an algorithm takes: element types and how long a vector may be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Payload {
-    /// Element type of the user's vector.
-    pub element: Dtype,
-    /// Whether the protocol splits a vector into segments. Without, a vector must fit in one
-    /// frame of the transport (its frame limit less the 40-byte header).
+    /// Element types of the user's vector it reduces.
+    pub elements: &'static [Dtype],
+    /// Whether a vector may have any length: the operation shell
+    /// ([`crate::protocol::Segmented`]) runs it in segments. Without, a vector must fit in one
+    /// frame of the transport (its frame limit less the header); the fault-tolerant algorithms
+    /// stay there, since their segments could exclude different ranks.
     pub segmented: bool,
 }
 
 /// A vector of doubles in one frame.
 const F64_ONE_FRAME: Payload = Payload {
-    element: Dtype::F64,
+    elements: &[Dtype::F64],
     segmented: false,
+};
+
+/// A vector of any numeric type and any length.
+const ANY_NUMERIC_SEGMENTED: Payload = Payload {
+    elements: &Dtype::NUMERIC,
+    segmented: true,
 };
 
 const BOTH: Runs = Runs {
@@ -272,7 +284,7 @@ const RDB: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: NONE,
     operators: Operators::Arithmetic,
-    payload: F64_ONE_FRAME,
+    payload: ANY_NUMERIC_SEGMENTED,
 };
 
 const ARDB: Descriptor = Descriptor {
@@ -297,7 +309,18 @@ const DIRECT: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: NONE,
     operators: Operators::Arithmetic,
-    payload: F64_ONE_FRAME,
+    payload: ANY_NUMERIC_SEGMENTED,
+};
+
+const RING: Descriptor = Descriptor {
+    name: "ring",
+    summary: "ring allreduce: reduce-scatter then allgather, 2(N-1)/N of the vector per rank",
+    paper: Paper::Classic,
+    kind: Kind::Ring,
+    runs: BOTH,
+    tolerates: NONE,
+    operators: Operators::Arithmetic,
+    payload: ANY_NUMERIC_SEGMENTED,
 };
 
 const PS: Descriptor = gossip(
@@ -438,17 +461,18 @@ const ERA_AGREE: Descriptor = Descriptor {
     tolerates: CRASHES,
     operators: Operators::Agreement,
     payload: Payload {
-        element: Dtype::U64,
+        elements: &[Dtype::U64],
         segmented: false,
     },
 };
 
 impl Algorithm {
     /// All algorithms, in the order of the table.
-    pub const ALL: [Algorithm; 17] = [
+    pub const ALL: [Algorithm; 18] = [
         Algorithm::Rdb,
         Algorithm::Ardb,
         Algorithm::Direct,
+        Algorithm::Ring,
         Algorithm::Ps,
         Algorithm::Pf,
         Algorithm::Pflc,
@@ -471,6 +495,7 @@ impl Algorithm {
             Algorithm::Rdb => RDB,
             Algorithm::Ardb => ARDB,
             Algorithm::Direct => DIRECT,
+            Algorithm::Ring => RING,
             Algorithm::Ps => PS,
             Algorithm::Pf => PF,
             Algorithm::Pflc => PFLC,
@@ -530,6 +555,7 @@ impl Algorithm {
             15 => FtcoAllreduce,
             16 => EraAgree,
             17 => Direct,
+            18 => Ring,
             _ => return None,
         })
     }
@@ -540,6 +566,7 @@ impl Algorithm {
             Kind::Ftco(collective) => Some(collective),
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
+            | Kind::Ring
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
             | Kind::Agreement => None,
@@ -552,6 +579,7 @@ impl Algorithm {
             Kind::Gossip { rule, .. } => Some(rule),
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
+            | Kind::Ring
             | Kind::Corrected(_)
             | Kind::Ftco(_)
             | Kind::Agreement => None,
@@ -578,6 +606,7 @@ impl Algorithm {
             Kind::Ftco(_) => Some(crate::ftco::ack_before_start),
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
+            | Kind::Ring
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
             | Kind::Agreement => None,
@@ -627,10 +656,13 @@ mod tests {
             match d.kind {
                 Kind::Gossip { .. } => assert_eq!(d.operators, Operators::SumOrAverage),
                 Kind::Ftco(c) => assert_eq!(algo.ftco_collective(), Some(c)),
-                Kind::RecursiveDoubling { .. }
-                | Kind::Direct
-                | Kind::Corrected(_)
-                | Kind::Agreement => {}
+                Kind::RecursiveDoubling { .. } | Kind::Direct | Kind::Ring => {
+                    assert!(
+                        d.payload.segmented,
+                        "{algo}: the plain allreduces take any length"
+                    )
+                }
+                Kind::Corrected(_) | Kind::Agreement => {}
             }
         }
     }

@@ -427,6 +427,34 @@ impl Values {
         }
     }
 
+    /// Combines `other` into elements `at..at + other.len()` with `op`.
+    pub fn combine_at(
+        &mut self,
+        at: usize,
+        op: ReduceOp,
+        other: ValuesRef<'_>,
+    ) -> Result<(), ValuesError> {
+        fn part<T>(dst: &mut [T], at: usize, len: usize) -> Result<&mut [T], ValuesError> {
+            let local = dst.len();
+            dst.get_mut(at..at.saturating_add(len))
+                .ok_or(ValuesError::LengthMismatch {
+                    local,
+                    remote: at.saturating_add(len),
+                })
+        }
+        let n = other.len();
+        let (local, remote) = (self.dtype(), other.dtype());
+        match (self, other) {
+            (Values::F64(a), ValuesRef::F64(b)) => Element::combine(part(a, at, n)?, b, op),
+            (Values::F32(a), ValuesRef::F32(b)) => Element::combine(part(a, at, n)?, b, op),
+            (Values::I32(a), ValuesRef::I32(b)) => Element::combine(part(a, at, n)?, b, op),
+            (Values::I64(a), ValuesRef::I64(b)) => Element::combine(part(a, at, n)?, b, op),
+            (Values::U32(a), ValuesRef::U32(b)) => Element::combine(part(a, at, n)?, b, op),
+            (Values::U64(a), ValuesRef::U64(b)) => Element::combine(part(a, at, n)?, b, op),
+            _ => Err(ValuesError::DtypeMismatch { local, remote }),
+        }
+    }
+
     /// A borrowed view.
     pub fn as_ref(&self) -> ValuesRef<'_> {
         match self {
@@ -501,6 +529,25 @@ impl Values {
             _ => Err(ValuesError::DtypeMismatch { local, remote }),
         }
     }
+}
+
+/// A 64-bit digest of a vector's type, length and bytes: ranks report it instead of their
+/// result, and the launcher compares it with the digest of the expected result. Not
+/// cryptographic; equal vectors give equal digests, and a changed bit changes it with
+/// overwhelming probability.
+pub fn digest(values: ValuesRef<'_>) -> u64 {
+    const MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+    let bytes = values.as_bytes();
+    let mut h = (values.dtype() as u64) ^ (values.len() as u64).wrapping_mul(MUL);
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+        h = (h.rotate_left(23) ^ w).wrapping_mul(MUL);
+    }
+    let mut tail = [0u8; 8];
+    tail[..words.remainder().len()].copy_from_slice(words.remainder());
+    h = (h.rotate_left(23) ^ u64::from_le_bytes(tail)).wrapping_mul(MUL);
+    h ^ (h >> 29)
 }
 
 /// Turns a reduced vector into the estimate a rank reports: for [`ReduceOp::Average`] the values

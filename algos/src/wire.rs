@@ -112,7 +112,6 @@ pub struct Stamp {
     pub len: u64,
 }
 
-
 impl FrameHeader {
     /// A header for a message of `kind` from `source` in operation `op`; the payload fields are
     /// filled in when the frame is encoded.
@@ -415,7 +414,9 @@ pub fn encode_with_trailer(
     words.extend_from_slice(&header.to_words());
     // Values of 8-byte elements without a trailer (most frames) go in as words: no byte copy,
     // no padding to clear.
-    if let (ValuesRef::F64(_) | ValuesRef::U64(_) | ValuesRef::I64(_), true) = (payload, trailer.is_empty()) {
+    if let (ValuesRef::F64(_) | ValuesRef::U64(_) | ValuesRef::I64(_), true) =
+        (payload, trailer.is_empty())
+    {
         words.extend_from_slice(bytemuck::cast_slice(payload_bytes));
         return HEADER_BYTES + total;
     }

@@ -196,6 +196,10 @@ pub struct RunArgs {
     /// Elements per rank.
     #[arg(long, default_value_t = 1)]
     pub len: usize,
+    /// Element type of the vectors (real runs): f64, f32, i32, i64, u32, u64. rdb, direct
+    /// and ring reduce every type; the other algorithms reduce f64.
+    #[arg(long, default_value = "f64", value_parser = ftcoll_launcher::text::options::parse_dtype)]
+    pub dtype: ftcoll_algos::values::Dtype,
     /// Network topology: full, hypercube, torus, ring, bus.
     #[arg(long)]
     pub topology: Option<String>,

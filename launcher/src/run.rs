@@ -242,6 +242,9 @@ fn parse_detector(text: &str) -> anyhow::Result<DetectorModel> {
 
 /// Runs the job the flags describe.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    if args.sim && args.dtype != ftcoll_algos::values::Dtype::F64 {
+        bail!("the simulator reduces f64 vectors; --dtype applies to real runs (drop --sim)");
+    }
     if console_wanted(args) {
         let args = &console_args(args);
         if args.sim {
@@ -470,6 +473,7 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
     } else {
         data_from_args(args)?
     };
+    check_dtype(args, algo, op)?;
     let spec = builtin_spec(args, transport, faults, console)?;
     if console {
         let (info, inputs) = console_job(args, &spec, op, input);
@@ -528,6 +532,26 @@ fn run_program(
     Ok(())
 }
 
+/// Whether `--dtype` suits the algorithm and the operator.
+fn check_dtype(args: &RunArgs, algo: Algorithm, op: ReduceOp) -> anyhow::Result<()> {
+    let dtype = args.dtype;
+    if !algo.descriptor().payload.elements.contains(&dtype) {
+        bail!(
+            "{algo} reduces {} vectors; use --dtype {} or --algo rdb, direct or ring",
+            algo.descriptor().payload.elements[0].name(),
+            algo.descriptor().payload.elements[0].name()
+        );
+    }
+    if !op.applies_to(dtype) {
+        bail!(
+            "--op {} does not apply to {} vectors; pick another --op or --dtype",
+            op.name(),
+            dtype.name()
+        );
+    }
+    Ok(())
+}
+
 /// What the built-in job's ranks should report, for checking their answers.
 fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
     let algo = args.algo();
@@ -541,6 +565,7 @@ fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
         } else {
             args.len
         },
+        dtype: args.dtype,
         seed: args.seed,
         ops: args.ops,
         rounds: if matches!(algo.kind(), Kind::RecursiveDoubling { .. }) {
@@ -554,7 +579,7 @@ fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
             }
             Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement => Expected::SurvivorsAggregate,
             Kind::Gossip { .. } => Expected::Survivors,
-            Kind::RecursiveDoubling { .. } | Kind::Direct => Expected::Aggregate,
+            Kind::RecursiveDoubling { .. } | Kind::Direct | Kind::Ring => Expected::Aggregate,
         },
         eps: is_gossip.then(|| {
             let mut spec = JobSpec::new(algo, args.n);
@@ -588,6 +613,8 @@ fn builtin_spec(
             args.input.clone(),
             "--len".into(),
             args.len.to_string(),
+            "--dtype".into(),
+            args.dtype.name().to_string(),
             "--seed".into(),
             args.seed.to_string(),
             "--ops".into(),

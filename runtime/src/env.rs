@@ -25,6 +25,9 @@
 //! | `FTCOLL_ERA_TREE` | the agreement tree of `agree` and `shrink` (`bin`, `star`, `string`, `X/Y`; default `bin`) |
 //! | `FTCOLL_OP_TIMEOUT_MS` | a rank's time limit for one collective, in ms (default 600 000) |
 //! | `FTCOLL_SMALL_ALLREDUCE` | `auto`, `rdb` or `direct`: the small allreduce ([`SmallAllreduce`]) |
+//! | `FTCOLL_SEGMENT_BYTES` | largest segment of a user vector one frame carries, in bytes (default: what the transport's frames hold) |
+//! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default 65536) |
+//! | `FTCOLL_SEGMENT_WINDOW` | segments a rank starts before the first completes (default 8) |
 //! | `FTCOLL_BIND` | `core`: pin each rank to the (`rank` mod k)-th of the k cores it may run on (the launcher sets it unless it is set; `none` keeps ranks free) |
 //! | `FTCOLL_SHM_LANE_BYTES` | (launcher) ring bytes per shared-memory lane (a power of two, at least 256) |
 //! | `FTCOLL_LOG` | log filter (tracing EnvFilter syntax); logs go to stderr |
@@ -71,7 +74,16 @@ pub struct RankEnv {
     pub faults: Vec<FaultSpec>,
     /// `FTCOLL_SMALL_ALLREDUCE`: the user's choice of the small allreduce, over the measured one.
     pub small_allreduce: SmallAllreduce,
+    /// `FTCOLL_SEGMENT_BYTES`: a cap on a segment's bytes below the transport's frame size.
+    pub segment_bytes: Option<usize>,
+    /// `FTCOLL_SEGMENT_WINDOW`: segments in flight per rank.
+    pub segment_window: u32,
+    /// `FTCOLL_RING_MIN_BYTES`: from how many bytes the allreduce takes the ring.
+    pub ring_min_bytes: usize,
 }
+
+/// Segments a rank starts before the first completes, unless `FTCOLL_SEGMENT_WINDOW` says.
+pub const DEFAULT_SEGMENT_WINDOW: u32 = 8;
 
 /// Which algorithm `Communicator::allreduce` runs for small vectors and groups.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -238,6 +250,19 @@ impl RankEnv {
                 }
             },
             ofi_provider: lookup("FTCOLL_OFI_PROVIDER").filter(|p| !p.is_empty()),
+            segment_bytes: match number("FTCOLL_SEGMENT_BYTES", Some(0))? {
+                0 => None,
+                bytes => Some(bytes as usize),
+            },
+            ring_min_bytes: number(
+                "FTCOLL_RING_MIN_BYTES",
+                Some(ftcoll_algos::ring::RING_MIN_BYTES as u64),
+            )? as usize,
+            segment_window: (number(
+                "FTCOLL_SEGMENT_WINDOW",
+                Some(u64::from(DEFAULT_SEGMENT_WINDOW)),
+            )? as u32)
+                .clamp(1, 1024),
         })
     }
 }

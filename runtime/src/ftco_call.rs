@@ -80,7 +80,7 @@ impl Communicator {
                 call.seed,
             )
             .map_err(CommError::Config)?;
-        let engine = Ftco::new(config);
+        let shell = self.whole_vector_shell(call.collective.algo(), op, data.len())?;
         let reduces = call.collective != Collective::Bcast;
         // Who the result leaves out, from its contributor set (member indices to world ranks).
         let excluded = move |engine: &Ftco, outcome: &mut Outcome| {
@@ -94,10 +94,18 @@ impl Communicator {
             }
         };
         if call.notices {
-            self.run_collective_then(engine, data, excluded)
+            let make = move |_: &_, _, _| Ftco::new(config.clone());
+            self.run_collective_then(shell, make, data, |shell, o| {
+                if let Some(engine) = shell.any_instance() {
+                    excluded(engine, o)
+                }
+            })
         } else {
-            self.run_collective_then(TimeoutsOnly(engine), data, |p: &TimeoutsOnly, o| {
-                excluded(&p.0, o)
+            let make = move |_: &_, _, _| TimeoutsOnly(Ftco::new(config.clone()));
+            self.run_collective_then(shell, make, data, |shell, o| {
+                if let Some(p) = shell.any_instance() {
+                    excluded(&p.0, o)
+                }
             })
         }
     }

@@ -119,17 +119,25 @@ impl Communicator {
         config.linger = ftcoll_algos::Duration(period.saturating_mul(linger));
         let members = self.members();
         let failed = self.failed_ranks();
-        let known_dead = (0..size)
+        let known_dead: Vec<Rank> = (0..size)
             .filter(|&i| failed.binary_search(&members[i as usize]).is_ok())
             .map(Rank)
             .collect();
-        let engine = if spec.gossip_single() {
-            Engine::Single(Gossip::new(config))
-        } else {
-            Engine::Double(Gossip::new(config))
+        let single = spec.gossip_single();
+        let make = move |_: &_, _, _| {
+            let engine = if single {
+                Engine::Single(Gossip::new(config))
+            } else {
+                Engine::Double(Gossip::new(config))
+            };
+            GossipRun {
+                engine,
+                known_dead: known_dead.clone(),
+            }
         };
         let me = self.world_rank();
-        self.run_collective_then(GossipRun { engine, known_dead }, data, |run, _| {
+        let shell = self.whole_vector_shell(call.algo, op, data.len())?;
+        self.run_collective_then(shell, make, data, |run, _| {
             let status = run.status();
             let mut estimate = Vec::new();
             run.estimate(&mut estimate);

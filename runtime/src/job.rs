@@ -11,6 +11,7 @@ use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
 use ftcoll_algos::gossip::{Gossip, GossipConfig, Real, Rule, Schedule, StopRule};
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
+use ftcoll_algos::ring::{RingAllreduce, RingConfig};
 use ftcoll_algos::topology::{Topology, TopologyError};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp};
 
@@ -207,7 +208,7 @@ impl JobSpec {
         }
         let fully_connected = matches!(self.topology, None | Some(Topology::FullyConnected { .. }));
         match algo.kind() {
-            Kind::RecursiveDoubling { .. } | Kind::Direct => match self.topology {
+            Kind::RecursiveDoubling { .. } | Kind::Direct | Kind::Ring => match self.topology {
                 None | Some(Topology::FullyConnected { .. }) | Some(Topology::Hypercube { .. }) => {
                 }
                 Some(other) => {
@@ -401,6 +402,16 @@ impl JobSpec {
         })
     }
 
+    /// Rank `rank`'s ring allreduce.
+    pub fn ring(&self, rank: Rank, op_id: OpId) -> RingAllreduce {
+        RingAllreduce::new(RingConfig {
+            rank,
+            size: self.n,
+            op: self.op,
+            op_id,
+        })
+    }
+
     /// Rank `rank`'s corrected reduce to rank 0.
     pub fn corrected_reduce(&self, rank: Rank, op_id: OpId) -> CorrectedReduce {
         let mut config = ReduceConfig::new(rank, self.n, self.op, op_id, self.tolerate, Rank(0));
@@ -498,6 +509,7 @@ impl JobSpec {
             Kind::Agreement => Some(self.era_expected().iter().map(|w| *w as f64).collect()),
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
+            | Kind::Ring
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
             | Kind::Ftco(_) => None,
@@ -523,6 +535,10 @@ pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError
         Kind::RecursiveDoubling { .. } => run(config, spec.rdb_ranks(op_id), inputs, spec),
         Kind::Direct => {
             let ranks = (0..spec.n).map(|r| spec.direct(Rank(r), op_id)).collect();
+            run(config, ranks, inputs, spec)
+        }
+        Kind::Ring => {
+            let ranks = (0..spec.n).map(|r| spec.ring(Rank(r), op_id)).collect();
             run(config, ranks, inputs, spec)
         }
         Kind::Corrected(Collective::Reduce) => {
@@ -584,6 +600,7 @@ pub fn stepped_simulation(
     let ranks = match spec.algo.kind() {
         Kind::RecursiveDoubling { .. } => boxed(spec.rdb_ranks(op_id)),
         Kind::Direct => boxed((0..spec.n).map(|r| spec.direct(Rank(r), op_id)).collect()),
+        Kind::Ring => boxed((0..spec.n).map(|r| spec.ring(Rank(r), op_id)).collect()),
         Kind::Corrected(Collective::Reduce) => boxed(
             (0..spec.n)
                 .map(|r| spec.corrected_reduce(Rank(r), op_id))

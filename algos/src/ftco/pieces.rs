@@ -124,7 +124,10 @@ fn combine_all<'a>(pieces: impl Iterator<Item = &'a Piece>, op: ReduceOp) -> Opt
 /// Appends `src` to `dst` (same element type; checked by the caller).
 pub(crate) fn append_values(dst: &mut Values, src: &Values) {
     let appended = dst.extend_from(src.as_ref());
-    debug_assert!(appended.is_ok(), "pieces of one operation share an element type");
+    debug_assert!(
+        appended.is_ok(),
+        "pieces of one operation share an element type"
+    );
 }
 
 /// An empty vector of the element type of `like`.
@@ -134,9 +137,10 @@ pub(crate) fn empty_like(like: &Values) -> Values {
 
 /// Elements `start..start + len` of `values` (the caller checked the bounds).
 pub(crate) fn slice_values(values: ValuesRef<'_>, start: usize, len: usize) -> Values {
-    values
-        .slice(start..start + len)
-        .map_or_else(|| values.to_owned_values().empty_like(), |v| v.to_owned_values())
+    values.slice(start..start + len).map_or_else(
+        || values.to_owned_values().empty_like(),
+        |v| v.to_owned_values(),
+    )
 }
 
 #[cfg(test)]

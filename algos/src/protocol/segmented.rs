@@ -73,8 +73,9 @@ enum Slot<P> {
     Finished(Option<P>),
 }
 
-/// Builds (or recycles) the inner protocol of one segment.
-pub type MakeSegment<P> = Box<dyn FnMut(u32, Option<P>) -> P + Send>;
+/// Builds (or recycles) the inner protocol of one segment: called with the shell's
+/// configuration, the segment, and a finished instance to restart in place where there is one.
+pub type MakeSegment<P> = Box<dyn FnMut(&ShellConfig, u32, Option<P>) -> P + Send>;
 
 /// The operation shell around a protocol `P` (see the module docs).
 pub struct Segmented<P: Protocol> {
@@ -155,6 +156,17 @@ impl<P: Protocol> Segmented<P> {
         self.slots.len()
     }
 
+    /// The configuration of the operation.
+    pub fn config(&self) -> &ShellConfig {
+        &self.config
+    }
+
+    /// An instance of the inner protocol, live or finished (with one segment: the one that ran
+    /// it), for callers that read what the protocol knows beyond its result.
+    pub fn any_instance(&self) -> Option<&P> {
+        self.instances().next().or(self.spare.as_ref())
+    }
+
     fn stamp(&self, segment: usize) -> Stamp {
         Stamp {
             segment: segment as u32,
@@ -164,8 +176,13 @@ impl<P: Protocol> Segmented<P> {
 
     fn range(&self, segment: usize) -> std::ops::Range<usize> {
         let len = self.data.len();
-        let start = segment.saturating_mul(self.config.plan.segment_elems).min(len);
-        start..start.saturating_add(self.config.plan.segment_elems).min(len)
+        let start = segment
+            .saturating_mul(self.config.plan.segment_elems)
+            .min(len);
+        start
+            ..start
+                .saturating_add(self.config.plan.segment_elems)
+                .min(len)
     }
 
     fn on_start(&mut self, now: Time, data: ValuesRef<'_>, out: &mut Outbox) {
@@ -188,11 +205,12 @@ impl<P: Protocol> Segmented<P> {
 
     /// Starts `segment`, handing it the failures known so far.
     fn start_segment(&mut self, now: Time, segment: usize, out: &mut Outbox) {
-        if !matches!(self.slots.get(segment), Some(Slot::NotStarted)) || self.phase != Phase::Running
+        if !matches!(self.slots.get(segment), Some(Slot::NotStarted))
+            || self.phase != Phase::Running
         {
             return;
         }
-        let mut protocol = (self.make)(segment as u32, self.spare.take());
+        let mut protocol = (self.make)(&self.config, segment as u32, self.spare.take());
         let range = self.range(segment);
         let input = self.data.as_ref().slice(range).unwrap_or(ValuesRef::Empty);
         out.set_stamp(self.stamp(segment));
@@ -257,8 +275,7 @@ impl<P: Protocol> Segmented<P> {
         if protocol.has_result() {
             let written = match protocol.result() {
                 Some(result) if self.config.reduce != ReduceOp::Average => {
-                    self.data.write_at(range.start, result).is_ok()
-                        && result.len() == range.len()
+                    self.data.write_at(range.start, result).is_ok() && result.len() == range.len()
                 }
                 _ => {
                     protocol.estimate(&mut self.scratch);
@@ -362,7 +379,10 @@ impl<P: Protocol> Segmented<P> {
             self.mismatch(culprit, (theirs.dtype, theirs.len), out);
             return;
         }
-        if (theirs.dtype, theirs.len) != (self.shape.dtype, self.shape.len) {
+        // A frame sent outside any shell (an answer a driver gives for an operation it has not
+        // started, 004's early ACK) carries no shape and no values: nothing to check.
+        let shapeless = theirs.dtype == Dtype::Empty && frame.payload.is_empty();
+        if !shapeless && (theirs.dtype, theirs.len) != (self.shape.dtype, self.shape.len) {
             self.mismatch(from, (theirs.dtype, theirs.len), out);
             return;
         }
@@ -390,7 +410,7 @@ impl<P: Protocol> Segmented<P> {
             .collect()
     }
 
-    fn to_every_live(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+    fn hand_every_live(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
         for segment in self.live() {
             self.deliver(now, segment, input, out);
         }
@@ -410,9 +430,7 @@ impl<P: Protocol> Segmented<P> {
             _ => self.live().first().map(|&s| (s, fault)),
         };
         match target {
-            Some((segment, fault))
-                if matches!(self.slots.get(segment), Some(Slot::Running(_))) =>
-            {
+            Some((segment, fault)) if matches!(self.slots.get(segment), Some(Slot::Running(_))) => {
                 self.deliver(now, segment, Input::Fault(fault), out)
             }
             _ => out.emit(Event::FaultIgnored(fault)),
@@ -475,17 +493,17 @@ impl<P: Protocol> Protocol for Segmented<P> {
                 if !self.failed.contains(&peer) {
                     self.failed.push(peer);
                 }
-                self.to_every_live(now, input, out);
+                self.hand_every_live(now, input, out);
             }
             Input::LinkFailed { peer } => {
                 if !self.failed_links.contains(&peer) {
                     self.failed_links.push(peer);
                 }
-                self.to_every_live(now, input, out);
+                self.hand_every_live(now, input, out);
             }
             Input::Fault(fault) => self.on_fault(now, fault, out),
             Input::Stop => {
-                self.to_every_live(now, input, out);
+                self.hand_every_live(now, input, out);
                 self.fail(AbortReason::Stopped, out);
             }
         }

@@ -1,72 +1,73 @@
 use super::*;
 
-    #[test]
-    fn float_ops() {
-        let mut v = Values::F64(vec![1.0, 5.0]);
-        v.combine(ReduceOp::Sum, ValuesRef::F64(&[2.0, -1.0]))
-            .unwrap();
-        assert_eq!(v, Values::F64(vec![3.0, 4.0]));
-        v.combine(ReduceOp::Min, ValuesRef::F64(&[0.5, 9.0]))
-            .unwrap();
-        assert_eq!(v, Values::F64(vec![0.5, 4.0]));
-        v.combine(ReduceOp::Max, ValuesRef::F64(&[1.5, 9.0]))
-            .unwrap();
-        assert_eq!(v, Values::F64(vec![1.5, 9.0]));
-        assert!(matches!(
-            v.combine(ReduceOp::BitAnd, ValuesRef::F64(&[1.0, 1.0])),
-            Err(ValuesError::OpNotDefined { .. })
-        ));
-    }
+#[test]
+fn float_ops() {
+    let mut v = Values::F64(vec![1.0, 5.0]);
+    v.combine(ReduceOp::Sum, ValuesRef::F64(&[2.0, -1.0]))
+        .unwrap();
+    assert_eq!(v, Values::F64(vec![3.0, 4.0]));
+    v.combine(ReduceOp::Min, ValuesRef::F64(&[0.5, 9.0]))
+        .unwrap();
+    assert_eq!(v, Values::F64(vec![0.5, 4.0]));
+    v.combine(ReduceOp::Max, ValuesRef::F64(&[1.5, 9.0]))
+        .unwrap();
+    assert_eq!(v, Values::F64(vec![1.5, 9.0]));
+    assert!(matches!(
+        v.combine(ReduceOp::BitAnd, ValuesRef::F64(&[1.0, 1.0])),
+        Err(ValuesError::OpNotDefined { .. })
+    ));
+}
 
-    #[test]
-    fn word_ops_and_mismatches() {
-        let mut w = Values::U64(vec![0b1100]);
-        w.combine(ReduceOp::BitAnd, ValuesRef::U64(&[0b1010]))
-            .unwrap();
-        assert_eq!(w, Values::U64(vec![0b1000]));
-        w.combine(ReduceOp::BitOr, ValuesRef::U64(&[0b0001]))
-            .unwrap();
-        assert_eq!(w, Values::U64(vec![0b1001]));
-        assert!(matches!(
-            w.combine(ReduceOp::Sum, ValuesRef::U64(&[1, 2])),
-            Err(ValuesError::LengthMismatch { .. })
-        ));
-        assert!(matches!(
-            w.combine(ReduceOp::Sum, ValuesRef::F64(&[1.0])),
-            Err(ValuesError::DtypeMismatch { .. })
-        ));
-    }
+#[test]
+fn word_ops_and_mismatches() {
+    let mut w = Values::U64(vec![0b1100]);
+    w.combine(ReduceOp::BitAnd, ValuesRef::U64(&[0b1010]))
+        .unwrap();
+    assert_eq!(w, Values::U64(vec![0b1000]));
+    w.combine(ReduceOp::BitOr, ValuesRef::U64(&[0b0001]))
+        .unwrap();
+    assert_eq!(w, Values::U64(vec![0b1001]));
+    assert!(matches!(
+        w.combine(ReduceOp::Sum, ValuesRef::U64(&[1, 2])),
+        Err(ValuesError::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        w.combine(ReduceOp::Sum, ValuesRef::F64(&[1.0])),
+        Err(ValuesError::DtypeMismatch { .. })
+    ));
+}
 
-    #[test]
-    fn rank_union_merges_sorted_sets() {
-        let mut s = Values::RankIds(vec![1, 4, 9]);
-        s.combine(ReduceOp::RankUnion, ValuesRef::RankIds(&[0, 4, 5, 10]))
-            .unwrap();
-        assert_eq!(s, Values::RankIds(vec![0, 1, 4, 5, 9, 10]));
-        assert_eq!(
-            s.combine(ReduceOp::RankUnion, ValuesRef::RankIds(&[3, 2])),
-            Err(ValuesError::UnsortedRankIds)
-        );
-    }
+#[test]
+fn rank_union_merges_sorted_sets() {
+    let mut s = Values::RankIds(vec![1, 4, 9]);
+    s.combine(ReduceOp::RankUnion, ValuesRef::RankIds(&[0, 4, 5, 10]))
+        .unwrap();
+    assert_eq!(s, Values::RankIds(vec![0, 1, 4, 5, 9, 10]));
+    assert_eq!(
+        s.combine(ReduceOp::RankUnion, ValuesRef::RankIds(&[3, 2])),
+        Err(ValuesError::UnsortedRankIds)
+    );
+}
 
-    #[test]
-    fn average_divides_by_weight() {
-        let mut v = Values::F64(vec![3.0, 6.0, 1.0]);
-        v.combine(ReduceOp::Average, ValuesRef::F64(&[5.0, 2.0, 1.0]))
-            .unwrap();
-        let mut est = Vec::new();
-        if let Values::F64(raw) = &v {
-            finish_estimate(ReduceOp::Average, raw, &mut est);
-        }
-        assert_eq!(est, vec![4.0, 4.0]);
+#[test]
+fn average_divides_by_weight() {
+    let mut v = Values::F64(vec![3.0, 6.0, 1.0]);
+    v.combine(ReduceOp::Average, ValuesRef::F64(&[5.0, 2.0, 1.0]))
+        .unwrap();
+    let mut est = Vec::new();
+    if let Values::F64(raw) = &v {
+        finish_estimate(ReduceOp::Average, raw, &mut est);
     }
+    assert_eq!(est, vec![4.0, 4.0]);
+}
 
 #[test]
 fn integer_types_reduce_with_every_integer_operator() {
     let mut v = Values::I32(vec![3, -4]);
     v.combine(ReduceOp::Prod, ValuesRef::I32(&[2, 5])).unwrap();
     assert_eq!(v, Values::I32(vec![6, -20]));
-    v.combine(ReduceOp::BitXor, ValuesRef::I32(&[6, 0])).unwrap();
+    v.combine(ReduceOp::BitXor, ValuesRef::I32(&[6, 0]))
+        .unwrap();
     assert_eq!(v, Values::I32(vec![0, -20]));
     let mut w = Values::U32(vec![u32::MAX, 7]);
     w.combine(ReduceOp::Sum, ValuesRef::U32(&[1, 1])).unwrap();
@@ -123,4 +124,26 @@ fn slices_writes_and_flips_stay_in_bounds() {
     assert_eq!(w, Values::U32(vec![1 << 31, 0, 2, 3]));
     assert!(!w.flip_bit(0, 32));
     assert!(!w.flip_bit(4, 0));
+}
+
+#[test]
+fn digests_tell_type_length_and_every_bit_apart() {
+    let base = Values::I32((0..33).collect());
+    let d = digest(base.as_ref());
+    assert_eq!(d, digest(base.clone().as_ref()));
+    for elem in 0..33 {
+        for bit in [0, 17, 31] {
+            let mut flipped = base.clone();
+            assert!(flipped.flip_bit(elem, bit));
+            assert_ne!(digest(flipped.as_ref()), d, "elem {elem} bit {bit}");
+        }
+    }
+    let same_bytes = Values::U32((0..33).collect());
+    assert_ne!(
+        digest(same_bytes.as_ref()),
+        d,
+        "the type is part of the digest"
+    );
+    let shorter = Values::I32((0..32).collect());
+    assert_ne!(digest(shorter.as_ref()), d);
 }

@@ -8,9 +8,10 @@ use clap::Args;
 use ftcoll_algos::corrected::{Correction, FailureInfo};
 use ftcoll_algos::ftco::{Collective as FtcoCollective, ServiceDistance};
 use ftcoll_algos::topology::TreeShape;
+use ftcoll_algos::values::{digest, Dtype, Element, Values};
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::comm::{CommError, Communicator, CorrectedOptions, Outcome};
-use ftcoll_runtime::control::OpReport;
+use ftcoll_runtime::control::{OpReport, REPORT_SAMPLE_ELEMS};
 use ftcoll_runtime::ftco_call::FtcoCall;
 use ftcoll_runtime::gossip_call::GossipCall;
 use ftcoll_runtime::job::{Algorithm, GossipOptions, Kind};
@@ -33,6 +34,9 @@ pub struct RankArgs {
     /// Elements per rank.
     #[arg(long)]
     pub len: usize,
+    /// Element type of the vectors.
+    #[arg(long, default_value = "f64", value_parser = ftcoll_launcher::text::options::parse_dtype)]
+    pub dtype: Dtype,
     /// Seed.
     #[arg(long)]
     pub seed: u64,
@@ -156,12 +160,56 @@ pub fn main(args: &RankArgs) -> ExitCode {
     }
 }
 
+/// Runs `$call` with `$s` bound to the slice inside any numeric [`Values`].
+macro_rules! on_slice {
+    ($values:expr, $s:ident => $call:expr) => {
+        match $values {
+            Values::F64($s) => $call,
+            Values::F32($s) => $call,
+            Values::I32($s) => $call,
+            Values::I64($s) => $call,
+            Values::U32($s) => $call,
+            Values::U64($s) => $call,
+            Values::RankIds(_) => Err(CommError::Config("rank-id sets are not user data".into())),
+        }
+    };
+}
+
+/// The built-in job's input of `rank` in the job's element type.
+fn typed_inputs(args: &RankArgs, rank: u32, seed: u64) -> Values {
+    fn cast<T: Element>(xs: Vec<f64>) -> Vec<T> {
+        xs.into_iter().map(T::from_f64).collect()
+    }
+    let xs = rank_inputs(args.input, rank, args.len, seed);
+    match args.dtype {
+        Dtype::F32 => Values::F32(cast(xs)),
+        Dtype::I32 => Values::I32(cast(xs)),
+        Dtype::I64 => Values::I64(cast(xs)),
+        Dtype::U32 => Values::U32(cast(xs)),
+        Dtype::U64 => Values::U64(cast(xs)),
+        Dtype::F64 | Dtype::Empty | Dtype::RankIds => Values::F64(xs),
+    }
+}
+
+/// What a rank reports of its result: a sample, the length and a digest, never the vector.
+fn report_of(data: &Values) -> (Vec<f64>, u64, u64) {
+    let head = data
+        .as_ref()
+        .slice(0..data.len().min(REPORT_SAMPLE_ELEMS))
+        .unwrap_or(ftcoll_algos::ValuesRef::Empty);
+    let mut sample = Vec::with_capacity(head.len());
+    head.push_as_f64(&mut sample);
+    (sample, data.len() as u64, digest(data.as_ref()))
+}
+
 /// The collective the built-in job runs, from the launcher's flags.
 #[derive(Clone, Copy, Debug)]
 enum Collective {
     Rdb,
     /// The direct-exchange allreduce.
     Direct,
+    /// The ring allreduce.
+    Ring,
     CorrectedAllreduce(CorrectedOptions),
     CorrectedReduce(CorrectedOptions),
     CorrectedBcast(CorrectedOptions),
@@ -184,6 +232,7 @@ impl Collective {
         match args.algo.kind() {
             Kind::RecursiveDoubling { .. } => Collective::Rdb,
             Kind::Direct => Collective::Direct,
+            Kind::Ring => Collective::Ring,
             Kind::Corrected(FtcoCollective::Allreduce) => Collective::CorrectedAllreduce(options),
             Kind::Corrected(FtcoCollective::Reduce) => Collective::CorrectedReduce(options),
             Kind::Corrected(FtcoCollective::Bcast) => Collective::CorrectedBcast(options),
@@ -213,12 +262,13 @@ impl Collective {
     fn run_timed(
         self,
         comm: &mut Communicator,
-        data: &mut [f64],
+        data: &mut Values,
         op: ReduceOp,
     ) -> Result<(), CommError> {
         let result = match self {
-            Collective::Rdb => comm.allreduce_rdb(data, op),
-            Collective::Direct => comm.allreduce_direct(data, op),
+            Collective::Rdb => on_slice!(data, s => comm.allreduce_rdb(s, op)),
+            Collective::Direct => on_slice!(data, s => comm.allreduce_direct(s, op)),
+            Collective::Ring => on_slice!(data, s => comm.allreduce_ring(s, op)),
             other => return other.run(comm, data, op, None).map(|_| ()),
         };
         // Not `result.map(..)`: that moves the outcome into the closure, the copy this avoids.
@@ -232,18 +282,35 @@ impl Collective {
     fn run(
         self,
         comm: &mut Communicator,
-        data: &mut [f64],
+        data: &mut Values,
         op: ReduceOp,
         gossip: Option<&GossipCall>,
     ) -> Result<(Outcome, bool), CommError> {
         let root_only = comm.rank() == 0;
+        let typed = match self {
+            Collective::Rdb => Some(on_slice!(data, s => comm.allreduce_rdb(s, op))),
+            Collective::Direct => Some(on_slice!(data, s => comm.allreduce_direct(s, op))),
+            Collective::Ring => Some(on_slice!(data, s => comm.allreduce_ring(s, op))),
+            _ => None,
+        };
+        if let Some(result) = typed {
+            return Ok((result?, true));
+        }
+        let Values::F64(data) = data else {
+            // The launcher checks `--dtype` against the algorithm's payload; a rank started
+            // by hand may not have.
+            return Err(CommError::Config(
+                "this algorithm reduces f64 vectors only".into(),
+            ));
+        };
         match self {
             Collective::Gossip => match gossip {
                 Some(call) => Ok((comm.gossip(data, op, call)?, true)),
                 None => Err(CommError::Config("gossip job without its options".into())),
             },
-            Collective::Rdb => Ok((comm.allreduce_rdb(data, op)?, true)),
-            Collective::Direct => Ok((comm.allreduce_direct(data, op)?, true)),
+            Collective::Rdb | Collective::Direct | Collective::Ring => {
+                unreachable!("typed collectives returned above")
+            }
             Collective::CorrectedAllreduce(o) => Ok((comm.corrected_allreduce(data, op, o)?, true)),
             Collective::CorrectedReduce(o) => {
                 Ok((comm.corrected_reduce(data, op, 0, o)?, root_only))
@@ -301,11 +368,11 @@ fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<(Outcome, boo
 
 fn run(args: &RankArgs) -> Result<(), CommError> {
     let mut comm = Communicator::from_env()?;
-    let (op, input) = (args.op, args.input);
+    let op = args.op;
     let mine = if args.algo == Algorithm::EraAgree {
-        vec![0.0]
+        Values::F64(vec![0.0])
     } else {
-        rank_inputs(input, comm.rank(), args.len, args.seed)
+        typed_inputs(args, comm.rank(), args.seed)
     };
     let collective = Collective::from_args(args);
     let gossip = gossip_call(args)?;
@@ -314,9 +381,14 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             return bench_failure(comm, warmup, args.ops);
         }
         if args.bench_fault_op {
+            let Values::F64(mine) = &mine else {
+                return Err(CommError::Config(
+                    "fault benchmarks run on f64 vectors".into(),
+                ));
+            };
             let run = FaultOpRun {
                 collective,
-                input: &mine,
+                input: mine,
                 op,
                 warmup,
                 ops: args.ops,
@@ -332,12 +404,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             break;
         }
         let mut data = if args.paced && index > 0 && args.algo != Algorithm::EraAgree {
-            rank_inputs(
-                input,
-                comm.rank(),
-                args.len,
-                super::op_seed(args.seed, index),
-            )
+            typed_inputs(args, comm.rank(), super::op_seed(args.seed, index))
         } else {
             mine.clone()
         };
@@ -348,13 +415,20 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             Ok((outcome, has_value)) => (true, outcome.messages, *has_value),
             Err(_) => (false, 0, false),
         };
+        let (value, len, digest) = if has_value {
+            report_of(&data)
+        } else {
+            (Vec::new(), 0, 0)
+        };
         if has_value {
-            comm.note_outcome(index, data.first().copied().unwrap_or(f64::NAN));
+            comm.note_outcome(index, value.first().copied().unwrap_or(f64::NAN));
         }
         comm.report(OpReport {
             op: index,
             ok,
-            value: if has_value { data } else { Vec::new() },
+            value,
+            len,
+            digest,
             failed: comm.failed_ranks(),
             nanos,
             messages,
@@ -376,19 +450,19 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
 fn bench(
     mut comm: Communicator,
     collective: Collective,
-    input: &[f64],
+    input: &Values,
     op: ReduceOp,
     warmup: u64,
     ops: u64,
 ) -> Result<(), CommError> {
-    let mut data = input.to_vec();
+    let mut data = input.clone();
     for _ in 0..warmup {
-        data.copy_from_slice(input);
+        data.copy_from(input.as_ref());
         collective.run(&mut comm, &mut data, op, None)?;
     }
     let mut nanos = Vec::with_capacity(ops as usize);
     for _ in 0..ops {
-        data.copy_from_slice(input);
+        data.copy_from(input.as_ref());
         let started = Instant::now();
         collective.run_timed(&mut comm, &mut data, op)?;
         nanos.push(started.elapsed().as_nanos() as u64);
@@ -463,9 +537,9 @@ const VICTIMS_LAG: std::time::Duration = std::time::Duration::from_millis(10);
 impl FaultOpRun<'_> {
     /// Reports `[the faulty operation, the later ones...]` in nanoseconds.
     fn bench(&self, mut comm: Communicator) -> Result<(), CommError> {
-        let mut data = self.input.to_vec();
+        let mut data = Values::F64(self.input.to_vec());
         for _ in 0..self.warmup {
-            data.copy_from_slice(self.input);
+            data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
             self.collective.run(&mut comm, &mut data, self.op, None)?;
         }
         // Line every rank up before the faulty operation (it counts as one operation, so the
@@ -480,7 +554,7 @@ impl FaultOpRun<'_> {
         if self.victims_lag && comm.dies_at_next_op() {
             std::thread::sleep(VICTIMS_LAG);
         }
-        data.copy_from_slice(self.input);
+        data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
         let started = Instant::now();
         match self.collective.run(&mut comm, &mut data, self.op, None) {
             Ok(_) => {}
@@ -492,7 +566,7 @@ impl FaultOpRun<'_> {
                 comm.ack_failed();
                 let members = comm.shrink()?;
                 tracing::debug!(members = members.len(), "shrunk; retrying");
-                data.copy_from_slice(self.input);
+                data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
                 self.collective.run(&mut comm, &mut data, self.op, None)?;
             }
             Err(other) => return Err(other),
@@ -500,7 +574,7 @@ impl FaultOpRun<'_> {
         let mut nanos = Vec::with_capacity(self.ops as usize + 1);
         nanos.push(started.elapsed().as_nanos() as u64);
         for _ in 0..self.ops {
-            data.copy_from_slice(self.input);
+            data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
             let started = Instant::now();
             self.collective.run(&mut comm, &mut data, self.op, None)?;
             nanos.push(started.elapsed().as_nanos() as u64);

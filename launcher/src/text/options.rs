@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ftcoll_algos::corrected::{Correction, FailureInfo};
 use ftcoll_algos::registry::Algorithm;
+use ftcoll_algos::values::Dtype;
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::sim::InputKind;
 
@@ -58,6 +59,14 @@ pub fn parse_wall_time(text: &str) -> Result<Duration, String> {
             "'{text}': real runs need a positive time with its unit, e.g. 1ms"
         )),
     }
+}
+
+/// `--dtype`: the element type of the built-in job's vectors.
+pub fn parse_dtype(text: &str) -> Result<Dtype, String> {
+    Dtype::NUMERIC
+        .into_iter()
+        .find(|d| d.name() == text)
+        .ok_or_else(|| format!("unknown element type '{text}'; use f64, f32, i32, i64, u32 or u64"))
 }
 
 /// `--precision`: `f32` (true) or `f64` (false).

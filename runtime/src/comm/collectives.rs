@@ -6,13 +6,15 @@ use ftcoll_algos::corrected::{
     FailureInfo, ReduceConfig,
 };
 use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig, Placement};
-
-use crate::env::SmallAllreduce;
+use ftcoll_algos::protocol::{Segmented, ShellConfig};
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
-use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp, ValuesRef};
+use ftcoll_algos::ring::{prefer_ring, RingAllreduce, RingConfig};
+use ftcoll_algos::values::Element;
+use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
+use super::run::Slack;
 use super::{CommError, Communicator};
-use crate::exec::OpEnd;
+use crate::env::SmallAllreduce;
 
 /// Options of the corrected-tree collectives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +54,16 @@ impl Communicator {
     /// overrides), recursive doubling otherwise. Fails with
     /// [`CommError::PeerFailed`] when a rank fails during it: neither is fault tolerant; the
     /// fault-tolerant algorithms return the ranks they excluded instead.
-    pub fn allreduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<Outcome, CommError> {
+    ///
+    /// `T` is any [`Element`]: `f64, f32, i32, i64, u32, u64`; the vector may have any length
+    /// (it travels in segments that fit the transport's frames). Every rank must pass the same
+    /// type and length: a rank that does not gets [`CommError::ShapeMismatch`], and so does
+    /// every other rank.
+    pub fn allreduce<T: Element>(
+        &mut self,
+        data: &mut [T],
+        op: ReduceOp,
+    ) -> Result<Outcome, CommError> {
         let direct = match self.env.small_allreduce {
             SmallAllreduce::Auto => {
                 prefer_direct(self.size(), std::mem::size_of_val(data), self.placement)
@@ -64,26 +75,44 @@ impl Communicator {
             ),
             SmallAllreduce::Rdb => false,
         };
+        let bytes = std::mem::size_of_val(data);
         if direct {
             self.allreduce_direct(data, op)
+        } else if prefer_ring(self.size(), bytes, self.env.ring_min_bytes) {
+            self.allreduce_ring(data, op)
         } else {
             self.allreduce_rdb(data, op)
         }
     }
 
     /// Allreduce of `data` in place by recursive doubling (000 Alg. 1), whatever the size.
-    pub fn allreduce_rdb(&mut self, data: &mut [f64], op: ReduceOp) -> Result<Outcome, CommError> {
-        let op_id = OpId(self.ops + 1);
-        let config = RdbConfig::exact(self.me(), self.size(), op, op_id);
-        // One instance goes from one call to the next, restarted in place: a loop of calls
-        // allocates nothing and moves no protocol state (this is the small-allreduce latency
-        // path, where a copy of the state costs a few percent).
+    pub fn allreduce_rdb<T: Element>(
+        &mut self,
+        data: &mut [T],
+        op: ReduceOp,
+    ) -> Result<Outcome, CommError> {
+        let shell = self.shell_config(Algorithm::Rdb, op, T::DTYPE, Slack::NONE)?;
+        // One shell goes from one call to the next, restarted in place with its instance: a
+        // loop of calls allocates nothing and moves no protocol state (this is the
+        // small-allreduce latency path, where a copy of the state costs a few percent).
         let mut protocol = match self.rdb.take() {
             Some(mut protocol) => {
-                protocol.restart(config);
+                protocol.restart(shell);
                 protocol
             }
-            None => Box::new(RecursiveDoubling::new(config)),
+            None => Box::new(Segmented::new(
+                shell,
+                Box::new(|shell: &ShellConfig, _, spare: Option<RecursiveDoubling>| {
+                    let config = RdbConfig::exact(shell.rank, shell.size, shell.reduce, shell.op);
+                    match spare {
+                        Some(mut protocol) => {
+                            protocol.restart(config);
+                            protocol
+                        }
+                        None => RecursiveDoubling::new(config),
+                    }
+                }),
+            )),
         };
         let (outcome, owes_peers) = self.run_collective_in(&mut *protocol, data, |_, _| {})?;
         if owes_peers {
@@ -94,20 +123,52 @@ impl Communicator {
         Ok(outcome)
     }
 
-    /// Allreduce of `data` in place by direct exchange: every rank sends its input to every
-    /// other, whatever the size (N(N − 1) messages).
-    pub fn allreduce_direct(
+    /// Allreduce of `data` in place around a ring (reduce-scatter, then allgather), whatever
+    /// the size: each rank sends 2(N − 1)/N of the vector, the least an allreduce can.
+    pub fn allreduce_ring<T: Element>(
         &mut self,
-        data: &mut [f64],
+        data: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
-        let config = DirectConfig {
-            rank: self.me(),
-            size: self.size(),
-            op,
-            op_id: OpId(self.ops + 1),
+        let mut shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, Slack::NONE)?;
+        // A frame carries one block of a segment, 1/N of it.
+        let size = self.size().max(1) as usize;
+        shell.plan.segment_elems = shell.plan.segment_elems.saturating_mul(size);
+        let make = |shell: &ShellConfig, _, spare: Option<RingAllreduce>| {
+            let config = RingConfig {
+                rank: shell.rank,
+                size: shell.size,
+                op: shell.reduce,
+                op_id: shell.op,
+            };
+            match spare {
+                Some(mut ring) => {
+                    ring.restart(config);
+                    ring
+                }
+                None => RingAllreduce::new(config),
+            }
         };
-        self.run_collective(DirectAllreduce::new(config), data)
+        self.run_collective(shell, make, data)
+    }
+
+    /// Allreduce of `data` in place by direct exchange: every rank sends its input to every
+    /// other, whatever the size (N(N − 1) messages).
+    pub fn allreduce_direct<T: Element>(
+        &mut self,
+        data: &mut [T],
+        op: ReduceOp,
+    ) -> Result<Outcome, CommError> {
+        let shell = self.shell_config(Algorithm::Direct, op, T::DTYPE, Slack::NONE)?;
+        let make = |shell: &ShellConfig, _, _| {
+            DirectAllreduce::new(DirectConfig {
+                rank: shell.rank,
+                size: shell.size,
+                op: shell.reduce,
+                op_id: shell.op,
+            })
+        };
+        self.run_collective(shell, make, data)
     }
 
     /// Fault-tolerant allreduce by correction (001 Sec. 5): survives up to `options.tolerate`
@@ -130,7 +191,8 @@ impl Communicator {
         config.info = options.info;
         config.correction = options.correction;
         self.check_tolerance(options.tolerate)?;
-        self.run_collective(CorrectedAllreduce::new(config), data)
+        let shell = self.whole_vector_shell(Algorithm::CorrectedAllreduce, op, data.len())?;
+        self.run_collective(shell, move |_, _, _| CorrectedAllreduce::new(config), data)
     }
 
     /// Fault-tolerant reduce to `root` by up-correction (001 Sec. 4). At the root `data` becomes
@@ -152,7 +214,8 @@ impl Communicator {
         );
         config.info = options.info;
         self.check_tolerance(options.tolerate)?;
-        self.run_collective(CorrectedReduce::new(config), data)
+        let shell = self.whole_vector_shell(Algorithm::CorrectedReduce, op, data.len())?;
+        self.run_collective(shell, move |_, _, _| CorrectedReduce::new(config), data)
     }
 
     /// Corrected-tree broadcast of the root's `data` to every rank.
@@ -170,16 +233,18 @@ impl Communicator {
             options.tolerate,
         );
         config.correction = options.correction;
-        self.run_collective(CorrectedBcast::new(config), data)
+        let shell =
+            self.whole_vector_shell(Algorithm::CorrectedBcast, ReduceOp::Sum, data.len())?;
+        self.run_collective(shell, move |_, _, _| CorrectedBcast::new(config), data)
     }
 
     /// This rank as the collectives number it: its index among the members (after a shrink,
     /// the executor maps member indices to world ranks).
-    fn me(&self) -> Rank {
+    pub(crate) fn me(&self) -> Rank {
         Rank(self.rank())
     }
 
-    fn check_tolerance(&self, tolerate: u32) -> Result<(), CommError> {
+    pub(crate) fn check_tolerance(&self, tolerate: u32) -> Result<(), CommError> {
         if self.size() < tolerate.saturating_add(2) {
             return Err(CommError::Tolerance {
                 tolerate,
@@ -187,92 +252,5 @@ impl Communicator {
             });
         }
         Ok(())
-    }
-
-    /// The operation id the next collective gets.
-    pub(crate) fn next_op_id(&self) -> OpId {
-        OpId(self.ops + 1)
-    }
-
-    /// Runs one collective to its end and writes its result into `data` where this rank has one.
-    fn run_collective<P: Protocol + Send + 'static>(
-        &mut self,
-        protocol: P,
-        data: &mut [f64],
-    ) -> Result<Outcome, CommError> {
-        self.run_collective_then(protocol, data, |_, _| {})
-    }
-
-    /// [`Communicator::run_collective`], letting `inspect` read the finished protocol and amend
-    /// the outcome before the protocol lingers.
-    pub(crate) fn run_collective_then<P: Protocol + Send + 'static>(
-        &mut self,
-        mut protocol: P,
-        data: &mut [f64],
-        inspect: impl FnOnce(&P, &mut Outcome),
-    ) -> Result<Outcome, CommError> {
-        let (outcome, owes_peers) = self.run_collective_in(&mut protocol, data, inspect)?;
-        if owes_peers {
-            self.endpoint().linger(self.ops, Box::new(protocol));
-        }
-        Ok(outcome)
-    }
-
-    /// Runs one collective on a protocol the caller keeps; also says whether it still owes
-    /// peers answers (late corrections), in which case the caller must hand it over to linger
-    /// (served during later calls).
-    fn run_collective_in<P: Protocol>(
-        &mut self,
-        protocol: &mut P,
-        data: &mut [f64],
-        inspect: impl FnOnce(&P, &mut Outcome),
-    ) -> Result<(Outcome, bool), CommError> {
-        let op_index = self.ops;
-        self.ops += 1;
-        // One lock for the operation and the failures it ends with.
-        let mut endpoint = self.endpoint();
-        let (end, stats) = endpoint.run(
-            protocol,
-            op_index,
-            op_index + 1,
-            ValuesRef::F64(data),
-            self.op_timeout,
-        )?;
-        let failed = endpoint.failed();
-        // No iterator to build in a failure-free job (this is the small-collective latency path).
-        let excluded: Vec<Rank> = if failed.is_empty() {
-            Vec::new()
-        } else {
-            failed.iter().copied().map(Rank).collect()
-        };
-        drop(endpoint);
-        match end {
-            OpEnd::Completed => {
-                if protocol.has_result() {
-                    let result = &mut self.result_scratch;
-                    protocol.estimate(result);
-                    if result.len() != data.len() {
-                        return Err(CommError::Shape {
-                            expected: data.len(),
-                            got: result.len(),
-                        });
-                    }
-                    data.copy_from_slice(result);
-                }
-                let mut outcome = Outcome {
-                    excluded,
-                    messages: stats.sent,
-                };
-                inspect(protocol, &mut outcome);
-                let owes_peers = !(protocol.settled() && protocol.serve_until().is_none());
-                Ok((outcome, owes_peers))
-            }
-            OpEnd::Aborted => Err(CommError::PeerFailed {
-                failed: self.failed_ranks(),
-            }),
-            OpEnd::TimedOut => Err(CommError::TimedOut(self.op_timeout)),
-            OpEnd::Shutdown => Err(CommError::Shutdown),
-            OpEnd::Revoked => Err(CommError::Revoked),
-        }
     }
 }

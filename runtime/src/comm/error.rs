@@ -47,6 +47,31 @@ pub enum CommError {
         /// The result's length.
         got: usize,
     },
+    /// Ranks passed vectors of different types or lengths to the same collective. Every rank
+    /// of the collective gets this error.
+    #[error("rank {peer} passed {remote_len} {remote_dtype} elements where this rank passed {local_len} {local_dtype}; pass the same type and length on every rank")]
+    ShapeMismatch {
+        /// The rank whose vector differs (world rank), as this rank learned it.
+        peer: u32,
+        /// This rank's element type.
+        local_dtype: &'static str,
+        /// This rank's length.
+        local_len: u64,
+        /// The other rank's element type.
+        remote_dtype: &'static str,
+        /// The other rank's length.
+        remote_len: u64,
+    },
+    /// A vector longer than an algorithm that must see it whole carries on this transport.
+    #[error("{algorithm} carries at most {most} elements per call on this transport, got {len}; split the vector or use an allreduce that segments it (rdb, direct, ring)")]
+    TooLong {
+        /// The algorithm's name.
+        algorithm: &'static str,
+        /// The caller's length.
+        len: usize,
+        /// The most it carries.
+        most: usize,
+    },
     /// The collective exceeded its time limit.
     #[error("the collective did not complete within {0:?}")]
     TimedOut(Duration),

@@ -101,6 +101,7 @@ impl Communicator {
             bind_to_core(env.rank);
         }
         let start_delay = faults.start_delay();
+        let max_frame = transport.max_frame_bytes();
         let endpoint = Endpoint::new(transport, Arc::clone(&control), Rank(env.rank), faults);
         if !start_delay.is_zero() {
             std::thread::sleep(start_delay);
@@ -130,6 +131,7 @@ impl Communicator {
             era_topology,
             result_scratch: Vec::new(),
             rdb: None,
+            max_frame,
         };
         // The agreement service exists from the start: peers' agreements may reach this rank
         // before it calls its first one.

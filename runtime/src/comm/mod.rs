@@ -19,11 +19,13 @@ mod error;
 mod job_channel;
 mod join;
 mod leave;
+mod run;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ftcoll_algos::era::EraTopology;
+use ftcoll_algos::protocol::Segmented;
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::RecursiveDoubling;
 
@@ -66,9 +68,11 @@ pub struct Communicator {
     /// Where a finished collective writes its result before it is copied into the caller's
     /// vector: reused, so that a loop of small collectives does not allocate for it.
     result_scratch: Vec<f64>,
-    /// The recursive-doubling instance, restarted in place by every call (see
+    /// The recursive-doubling shell, restarted in place by every call (see
     /// [`Communicator::allreduce_rdb`]); `None` while one lingers or before the first call.
-    rdb: Option<Box<RecursiveDoubling>>,
+    rdb: Option<Box<Segmented<RecursiveDoubling>>>,
+    /// The largest frame the transport sends in one piece.
+    max_frame: usize,
 }
 
 impl Communicator {

@@ -6,5 +6,5 @@ mod codec;
 pub mod msg;
 pub mod telemetry;
 
-pub use msg::{ControlError, ControlMsg, FailureCause, OpReport};
+pub use msg::{ControlError, ControlMsg, FailureCause, OpReport, REPORT_SAMPLE_ELEMS};
 pub use telemetry::RankSample;

@@ -57,6 +57,9 @@ impl FailureCause {
     }
 }
 
+/// Most result elements a report carries.
+pub const REPORT_SAMPLE_ELEMS: usize = 4096;
+
 /// The outcome of one collective at one rank, as reported to the launcher.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpReport {
@@ -64,8 +67,14 @@ pub struct OpReport {
     pub op: u64,
     /// True if the collective succeeded at this rank.
     pub ok: bool,
-    /// The result vector (empty when it failed).
+    /// The result's first elements as f64, all of them up to [`REPORT_SAMPLE_ELEMS`] (empty
+    /// when it failed): the control plane never carries a user vector, only this sample,
+    /// the length and the digest.
     pub value: Vec<f64>,
+    /// Elements in the result.
+    pub len: u64,
+    /// [`ftcoll_algos::values::digest`] of the whole result in its own type.
+    pub digest: u64,
     /// Ranks known failed when the operation ended.
     pub failed: Vec<u32>,
     /// Nanoseconds the operation took at this rank.
@@ -276,6 +285,8 @@ impl ControlMsg {
                 r.failed.iter().for_each(|&f| w.u32(f));
                 w.u64(r.nanos);
                 w.u64(r.messages);
+                w.u64(r.len);
+                w.u64(r.digest);
             }
             ControlMsg::Finished { pss_kb } => {
                 w.u8(9);
@@ -385,6 +396,8 @@ impl ControlMsg {
                 failed: r.u32s()?,
                 nanos: r.u64()?,
                 messages: r.u64()?,
+                len: r.u64()?,
+                digest: r.u64()?,
             }),
             9 => ControlMsg::Finished { pss_kb: r.u64()? },
             10 => ControlMsg::Shutdown,
@@ -538,6 +551,8 @@ mod tests {
                 failed: vec![4, 7],
                 nanos: 12,
                 messages: 6,
+                len: 1 << 27,
+                digest: 0xDEAD_BEEF_F00D,
             }),
             ControlMsg::Finished { pss_kb: 1234 },
             ControlMsg::Shutdown,
@@ -654,6 +669,8 @@ mod tests {
             failed: vec![],
             nanos: 0,
             messages: 0,
+            len: 0,
+            digest: 0,
         })
         .encode();
         lying[4 + 1 + 8 + 1..4 + 1 + 8 + 1 + 4].copy_from_slice(&u32::MAX.to_le_bytes());

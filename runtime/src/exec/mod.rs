@@ -78,6 +78,8 @@ pub struct OpStats {
     pub received: u64,
     /// Frames rejected (malformed or refused by the protocol).
     pub rejected: u64,
+    /// Why the protocol aborted, where it did.
+    pub abort: Option<ftcoll_algos::protocol::AbortReason>,
 }
 
 /// A rank's execution context: its transport, control connection, clock, and known failures.

@@ -176,7 +176,12 @@ impl<P: Protocol> Dispatch<'_, P> {
         if let Some(answer) = answer {
             let local_me = local(self.group, self.me.0);
             if let Some(local_me) = local_me {
+                // Answered in the shape it was addressed in: this rank checks the shape itself
+                // when it starts and takes the held frame.
+                let before = self.outbox.stamp();
+                self.outbox.set_stamp(header.stamp());
                 answer(Rank(local_me), local_from, header, self.outbox);
+                self.outbox.set_stamp(before);
             }
         }
         self.held.hold(header.op_id, from, bytes);

@@ -56,6 +56,9 @@ impl<T: Transport> Endpoint<T> {
                     stats.rejected += 1;
                     log_rejected(from, error);
                 }
+                Event::Aborted(reason) if !services => {
+                    stats.abort.get_or_insert(reason);
+                }
                 Event::Suspected { peer } => {
                     tracing::debug!(peer = peer.0, "the protocol took a silent peer for dead");
                     if *telemetry_on && suspicions.len() < MAX_SUSPICIONS {

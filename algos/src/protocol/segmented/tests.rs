@@ -21,16 +21,20 @@ fn shell_config(rank: u32, size: u32, algo: Algorithm, plan: SegmentPlan) -> She
 }
 
 fn rdb_shell(rank: u32, size: u32, plan: SegmentPlan) -> Box<dyn Protocol> {
-    let config = RdbConfig::exact(Rank(rank), size, ReduceOp::Sum, OpId(1));
     Box::new(Segmented::new(
         shell_config(rank, size, Algorithm::Rdb, plan),
-        Box::new(move |_, spare: Option<RecursiveDoubling>| match spare {
-            Some(mut p) => {
-                p.restart(config);
-                p
-            }
-            None => RecursiveDoubling::new(config),
-        }),
+        Box::new(
+            move |shell: &ShellConfig, _, spare: Option<RecursiveDoubling>| {
+                let config = RdbConfig::exact(shell.rank, shell.size, shell.reduce, shell.op);
+                match spare {
+                    Some(mut p) => {
+                        p.restart(config);
+                        p
+                    }
+                    None => RecursiveDoubling::new(config),
+                }
+            },
+        ),
     ))
 }
 
@@ -43,7 +47,7 @@ fn direct_shell(rank: u32, size: u32, plan: SegmentPlan) -> Box<dyn Protocol> {
     };
     Box::new(Segmented::new(
         shell_config(rank, size, Algorithm::Direct, plan),
-        Box::new(move |_, _| DirectAllreduce::new(config)),
+        Box::new(move |_, _, _| DirectAllreduce::new(config)),
     ))
 }
 
@@ -87,7 +91,13 @@ fn drive(
 
 fn int_inputs(size: u32, len: usize) -> Vec<Values> {
     (0..size)
-        .map(|r| Values::I64((0..len).map(|i| (i as i64) * 7 - i64::from(r) * 3).collect()))
+        .map(|r| {
+            Values::I64(
+                (0..len)
+                    .map(|i| (i as i64) * 7 - i64::from(r) * 3)
+                    .collect(),
+            )
+        })
         .collect()
 }
 
@@ -111,7 +121,11 @@ fn any_length_any_segment_size_any_order_is_exact() {
         };
         let inputs = int_inputs(size, len);
         let want = column_sums(&inputs);
-        let make = if case % 2 == 0 { rdb_shell } else { direct_shell };
+        let make = if case % 2 == 0 {
+            rdb_shell
+        } else {
+            direct_shell
+        };
         let ranks = (0..size).map(|r| make(r, size, plan)).collect();
         let (ranks, largest) = drive(ranks, &inputs, case);
         let bound = crate::wire::HEADER_BYTES + 8 * plan.segment_elems;
@@ -163,7 +177,13 @@ fn the_window_bounds_what_one_rank_starts_alone() {
     let mut shell = rdb_shell(0, 2, plan);
     let mut out = Outbox::new();
     let data = Values::F64(vec![1.0; 400]);
-    shell.handle(Time::ZERO, Input::Start { data: data.as_ref() }, &mut out);
+    shell.handle(
+        Time::ZERO,
+        Input::Start {
+            data: data.as_ref(),
+        },
+        &mut out,
+    );
     // Two ranks: one exchange per segment, so one frame per started segment.
     assert_eq!(out.send_count(), 3);
     for i in 0..3 {

@@ -1,0 +1,333 @@
+//! Ring allreduce: a reduce-scatter then an allgather around a ring of the N ranks.
+//!
+//! The vector is cut into N blocks. In each of the N − 1 reduce-scatter steps a rank sends one
+//! block to its right neighbour and combines the block arriving from its left; afterwards rank
+//! r holds block (r + 1) mod N fully reduced. In the N − 1 allgather steps the reduced blocks
+//! travel once more around the ring. Every rank sends and receives 2(N − 1)/N of the vector in
+//! all, the least any allreduce moves (Patarasuk and Yuan's bandwidth bound), against log2 N
+//! whole vectors for recursive doubling: the algorithm for large vectors. Under the operation
+//! shell ([`crate::protocol::Segmented`]) each segment runs its own ring, so the rings of
+//! successive segments pipeline.
+//!
+//! Not fault tolerant: a failed peer aborts the operation.
+
+use crate::protocol::{
+    AbortReason, Counters, Detail, Event, Input, LocalFault, Outbox, Phase, Protocol, RankStatus,
+    StateVar,
+};
+use crate::rank::Rank;
+use crate::registry::Algorithm;
+use crate::time::Time;
+use crate::values::{ReduceOp, Values, ValuesRef};
+use crate::wire::{Frame, FrameError, FrameHeader, OpId};
+
+/// Vectors from this many bytes on go around the ring by default (below, recursive doubling's
+/// log2 N steps cost less than the ring's 2(N − 1)). Measured: see docs/performance.md.
+pub const RING_MIN_BYTES: usize = 64 << 10;
+
+/// Whether an allreduce of `bytes` over `size` ranks should take the ring, given the
+/// threshold `min_bytes` (normally [`RING_MIN_BYTES`]).
+pub fn prefer_ring(size: u32, bytes: usize, min_bytes: usize) -> bool {
+    size >= 2 && bytes >= min_bytes
+}
+
+/// Message kind of a reduce-scatter step.
+const KIND_REDUCE_SCATTER: u8 = 1;
+/// Message kind of an allgather step.
+const KIND_ALLGATHER: u8 = 2;
+
+/// One rank's part in a ring allreduce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingConfig {
+    /// This rank.
+    pub rank: Rank,
+    /// Ranks in the ring.
+    pub size: u32,
+    /// The operator.
+    pub op: ReduceOp,
+    /// The operation id frames carry.
+    pub op_id: OpId,
+}
+
+/// The ring allreduce state machine (see the module docs).
+#[derive(Debug)]
+pub struct RingAllreduce {
+    config: RingConfig,
+    phase: Phase,
+    value: Values,
+    /// The next step whose frame this rank takes from its left neighbour (0 .. 2N − 2).
+    next_step: u32,
+    /// Frames that came before their step (a transport that reorders): their payloads.
+    early: Vec<(u32, Values)>,
+    counters: Counters,
+}
+
+impl RingAllreduce {
+    /// A rank of a ring allreduce.
+    pub fn new(config: RingConfig) -> RingAllreduce {
+        RingAllreduce {
+            config,
+            phase: Phase::Idle,
+            value: Values::F64(Vec::new()),
+            next_step: 0,
+            early: Vec::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Makes the instance a fresh one for `config`, keeping its allocations.
+    pub fn restart(&mut self, config: RingConfig) {
+        self.config = config;
+        self.phase = Phase::Idle;
+        self.value.clear();
+        self.next_step = 0;
+        self.early.clear();
+        self.counters = Counters::default();
+    }
+
+    /// Steps in all: N − 1 of reduce-scatter, N − 1 of allgather.
+    fn steps(&self) -> u32 {
+        2 * self.config.size.saturating_sub(1)
+    }
+
+    /// Elements `start..end` of block `b`.
+    fn block(&self, b: u32) -> std::ops::Range<usize> {
+        let (n, len) = (self.config.size as usize, self.value.len());
+        let b = b as usize % n;
+        (b * len / n)..((b + 1) * len / n)
+    }
+
+    /// The block this rank sends at `step`, and the one it takes at `step`.
+    fn blocks_of(&self, step: u32) -> (u32, u32) {
+        let (n, r) = (self.config.size, self.config.rank.0);
+        let gather = step.checked_sub(n - 1);
+        match gather {
+            None => ((r + n - step % n) % n, (r + 2 * n - step % n - 1) % n),
+            Some(s) => ((r + 1 + n - s % n) % n, (r + n - s % n) % n),
+        }
+    }
+
+    fn left(&self) -> Rank {
+        Rank((self.config.rank.0 + self.config.size - 1) % self.config.size)
+    }
+
+    fn right(&self) -> Rank {
+        Rank((self.config.rank.0 + 1) % self.config.size)
+    }
+
+    fn send_step(&mut self, step: u32, out: &mut Outbox) {
+        if step >= self.steps() {
+            return;
+        }
+        let (send, _) = self.blocks_of(step);
+        let kind = if step < self.config.size - 1 {
+            KIND_REDUCE_SCATTER
+        } else {
+            KIND_ALLGATHER
+        };
+        let header = FrameHeader::new(
+            Algorithm::Ring,
+            kind,
+            self.config.op_id,
+            self.config.rank,
+            step,
+        );
+        let range = self.block(send);
+        let payload = self.value.as_ref().slice(range).unwrap_or(ValuesRef::Empty);
+        out.send(self.right(), header, payload);
+        self.counters.messages_sent += 1;
+    }
+
+    fn start(&mut self, data: ValuesRef<'_>, out: &mut Outbox) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.value.copy_from(data);
+        self.phase = Phase::Running;
+        if self.steps() == 0 {
+            self.finish(out);
+            return;
+        }
+        self.send_step(0, out);
+        // Frames that arrived before the start wait in `early`.
+        self.drain_early(out);
+    }
+
+    /// Applies the frame of `step` (the next one) and sends what it makes ready.
+    fn apply(
+        &mut self,
+        step: u32,
+        payload: ValuesRef<'_>,
+        out: &mut Outbox,
+    ) -> Result<(), FrameError> {
+        let (_, take) = self.blocks_of(step);
+        let range = self.block(take);
+        if payload.len() != range.len() || payload.dtype() != self.value.dtype() {
+            return Err(FrameError::Unexpected {
+                from: self.left().0,
+                what: "block does not match the local vector",
+            });
+        }
+        let applied = if step < self.config.size - 1 {
+            self.value.combine_at(range.start, self.config.op, payload)
+        } else {
+            self.value.write_at(range.start, payload)
+        };
+        if applied.is_err() {
+            return Err(FrameError::Unexpected {
+                from: self.left().0,
+                what: "block does not combine with the local vector",
+            });
+        }
+        self.next_step = step + 1;
+        out.emit(Event::RoundDone { round: step });
+        if self.next_step == self.steps() {
+            self.finish(out);
+        } else {
+            self.send_step(self.next_step, out);
+        }
+        Ok(())
+    }
+
+    fn drain_early(&mut self, out: &mut Outbox) {
+        // Each pass applies one held frame or stops; the held frames bound it.
+        while let Some(pos) = self.early.iter().position(|(s, _)| *s == self.next_step) {
+            let (step, values) = self.early.swap_remove(pos);
+            if let Err(error) = self.apply(step, values.as_ref(), out) {
+                self.reject(self.left(), error, out);
+            }
+        }
+    }
+
+    fn finish(&mut self, out: &mut Outbox) {
+        self.phase = Phase::Done;
+        out.emit(Event::Completed);
+    }
+
+    fn reject(&mut self, from: Rank, error: FrameError, out: &mut Outbox) {
+        self.counters.frames_rejected += 1;
+        out.emit(Event::Rejected { from, error });
+    }
+
+    fn on_message(&mut self, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+        let step = frame.header.step;
+        let checked = frame
+            .check(Algorithm::Ring, self.config.op_id)
+            .and_then(|()| {
+                let unexpected = |what| FrameError::Unexpected { from: from.0, what };
+                let kind = if step < self.config.size.saturating_sub(1) {
+                    KIND_REDUCE_SCATTER
+                } else {
+                    KIND_ALLGATHER
+                };
+                if frame.header.kind != KIND_REDUCE_SCATTER && frame.header.kind != KIND_ALLGATHER {
+                    return Err(FrameError::UnknownKind {
+                        algo: Algorithm::Ring,
+                        kind: frame.header.kind,
+                    });
+                }
+                if from != self.left() || frame.header.source != from.0 {
+                    return Err(unexpected("not this rank's left neighbour"));
+                }
+                if step >= self.steps() || frame.header.kind != kind {
+                    return Err(unexpected("step out of range"));
+                }
+                if step < self.next_step || self.early.iter().any(|(s, _)| *s == step) {
+                    return Err(unexpected("duplicate step"));
+                }
+                frame.values()
+            });
+        let payload = match checked {
+            Ok(payload) => payload,
+            Err(error) => return self.reject(from, error, out),
+        };
+        self.counters.messages_received += 1;
+        if self.phase != Phase::Running || step != self.next_step {
+            self.early.push((step, payload.to_owned_values()));
+            return;
+        }
+        if let Err(error) = self.apply(step, payload, out) {
+            return self.reject(from, error, out);
+        }
+        self.drain_early(out);
+    }
+
+    fn on_fault(&mut self, fault: LocalFault, out: &mut Outbox) {
+        let LocalFault::FlipBit { var, bit } = fault;
+        let applied = match var {
+            StateVar::Value { elem } => self.value.flip_bit(elem as usize, bit),
+            StateVar::Weight | StateVar::Flow { .. } | StateVar::AnyFlow { .. } => false,
+        };
+        if applied {
+            self.counters.faults_applied += 1;
+            out.emit(Event::FaultApplied(fault));
+        } else {
+            out.emit(Event::FaultIgnored(fault));
+        }
+    }
+}
+
+impl Protocol for RingAllreduce {
+    fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
+        match input {
+            Input::Start { data } => self.start(data, out),
+            Input::Message { from, frame } => self.on_message(from, frame, out),
+            Input::Timeout | Input::LinkFailed { .. } => {}
+            Input::PeerFailed { .. } => {
+                self.counters.failures_noticed += 1;
+                // Every block passes every rank: any failure fails the operation.
+                if self.phase == Phase::Running || self.phase == Phase::Idle {
+                    self.phase = Phase::Aborted;
+                    out.emit(Event::Aborted(AbortReason::TooManyFailures));
+                }
+            }
+            Input::Fault(fault) => self.on_fault(fault, out),
+            Input::Stop => {
+                if self.phase != Phase::Done {
+                    self.phase = Phase::Aborted;
+                    out.emit(Event::Aborted(AbortReason::Stopped));
+                }
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
+
+    fn result(&self) -> Option<ValuesRef<'_>> {
+        (self.phase == Phase::Done).then(|| self.value.as_ref())
+    }
+
+    fn estimate(&self, dst: &mut Vec<f64>) {
+        dst.clear();
+        self.value.push_as_f64(dst);
+        if self.config.op == ReduceOp::Average && self.phase == Phase::Done {
+            let scale = 1.0 / f64::from(self.config.size.max(1));
+            dst.iter_mut().for_each(|x| *x *= scale);
+        }
+    }
+
+    fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    fn reads_clock(&self) -> bool {
+        false
+    }
+
+    fn status(&self) -> RankStatus {
+        RankStatus {
+            phase: self.phase,
+            iteration: self.next_step,
+            counters: self.counters,
+            detail: Detail::Ring {
+                steps_done: self.next_step,
+                steps_total: self.steps(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

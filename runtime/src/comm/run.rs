@@ -1,0 +1,215 @@
+//! The loop that runs any collective to its end through the operation shell, and the plan that
+//! cuts its vector into segments the transport's frames hold.
+
+use ftcoll_algos::protocol::{AbortReason, Protocol, SegmentPlan, Segmented, ShellConfig};
+use ftcoll_algos::values::{Dtype, Element};
+use ftcoll_algos::wire::HEADER_BYTES;
+use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
+
+use super::collectives::Outcome;
+use super::{CommError, Communicator};
+use crate::exec::OpEnd;
+
+/// Bytes a protocol's frame carries beyond its segment's values: rank trailers, the weight of
+/// an average, piece headers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slack(pub usize);
+
+impl Slack {
+    /// Frames that carry values only.
+    pub(crate) const NONE: Slack = Slack(0);
+}
+
+impl Communicator {
+    /// The shell of the next operation of `algo`: segments as large as the transport's frames
+    /// allow (less `slack`, capped by `FTCOLL_SEGMENT_BYTES`).
+    pub(crate) fn shell_config(
+        &self,
+        algo: Algorithm,
+        reduce: ReduceOp,
+        dtype: Dtype,
+        slack: Slack,
+    ) -> Result<ShellConfig, CommError> {
+        let elem = dtype.elem_bytes().max(1);
+        let mut room = self.max_frame.saturating_sub(HEADER_BYTES + slack.0 + elem);
+        if let Some(cap) = self.env.segment_bytes {
+            room = room.min(cap);
+        }
+        if !reduce.applies_to(dtype) {
+            return Err(CommError::Config(format!(
+                "the operator {} does not apply to {} vectors",
+                reduce.name(),
+                dtype.name()
+            )));
+        }
+        Ok(ShellConfig {
+            rank: Rank(self.rank()),
+            size: self.size(),
+            algo,
+            op: self.next_op_id(),
+            reduce,
+            plan: SegmentPlan {
+                segment_elems: (room / elem).max(1),
+                window: self.env.segment_window,
+            },
+        })
+    }
+
+    /// The shell of an algorithm that must see the whole vector in one frame (the
+    /// fault-tolerant ones: their segments could exclude different ranks); a longer vector is
+    /// refused before anything is sent.
+    pub(crate) fn whole_vector_shell(
+        &self,
+        algo: Algorithm,
+        reduce: ReduceOp,
+        len: usize,
+    ) -> Result<ShellConfig, CommError> {
+        let slack = Slack(4 * self.size() as usize + 64);
+        let mut shell = self.shell_config(algo, reduce, Dtype::F64, slack)?;
+        let most = shell.plan.segment_elems;
+        if len > most {
+            return Err(CommError::TooLong {
+                algorithm: algo.descriptor().name,
+                len,
+                most,
+            });
+        }
+        shell.plan = SegmentPlan::WHOLE;
+        Ok(shell)
+    }
+
+    /// The operation id the next collective gets.
+    pub(crate) fn next_op_id(&self) -> OpId {
+        OpId(self.ops + 1)
+    }
+
+    /// Runs one collective to its end and writes its result into `data` where this rank has one.
+    pub(crate) fn run_collective<T, P, M>(
+        &mut self,
+        shell: ShellConfig,
+        make: M,
+        data: &mut [T],
+    ) -> Result<Outcome, CommError>
+    where
+        T: Element,
+        P: Protocol + Send + 'static,
+        M: FnMut(&ShellConfig, u32, Option<P>) -> P + Send + 'static,
+    {
+        self.run_collective_then(shell, make, data, |_, _| {})
+    }
+
+    /// [`Communicator::run_collective`], letting `inspect` read the finished shell and amend
+    /// the outcome before the protocol lingers.
+    pub(crate) fn run_collective_then<T, P, M>(
+        &mut self,
+        shell: ShellConfig,
+        make: M,
+        data: &mut [T],
+        inspect: impl FnOnce(&Segmented<P>, &mut Outcome),
+    ) -> Result<Outcome, CommError>
+    where
+        T: Element,
+        P: Protocol + Send + 'static,
+        M: FnMut(&ShellConfig, u32, Option<P>) -> P + Send + 'static,
+    {
+        let mut protocol = Segmented::new(shell, Box::new(make));
+        let (outcome, owes_peers) = self.run_collective_in(&mut protocol, data, inspect)?;
+        if owes_peers {
+            self.endpoint().linger(self.ops, Box::new(protocol));
+        }
+        Ok(outcome)
+    }
+
+    /// Runs one collective on a shell the caller keeps; also says whether it still owes peers
+    /// answers (late corrections), in which case the caller must hand it over to linger
+    /// (served during later calls).
+    pub(crate) fn run_collective_in<T: Element, P: Protocol>(
+        &mut self,
+        protocol: &mut Segmented<P>,
+        data: &mut [T],
+        inspect: impl FnOnce(&Segmented<P>, &mut Outcome),
+    ) -> Result<(Outcome, bool), CommError> {
+        let op_index = self.ops;
+        self.ops += 1;
+        // One lock for the operation and the failures it ends with.
+        let mut endpoint = self.endpoint();
+        let (end, stats) = endpoint.run(
+            protocol,
+            op_index,
+            op_index + 1,
+            T::view(data),
+            self.op_timeout,
+        )?;
+        let failed = endpoint.failed();
+        // No iterator to build in a failure-free job (this is the small-collective latency path).
+        let excluded: Vec<Rank> = if failed.is_empty() {
+            Vec::new()
+        } else {
+            failed.iter().copied().map(Rank).collect()
+        };
+        drop(endpoint);
+        match end {
+            OpEnd::Completed => {
+                if protocol.has_result() {
+                    self.write_result(protocol, data)?;
+                }
+                let mut outcome = Outcome {
+                    excluded,
+                    messages: stats.sent,
+                };
+                inspect(protocol, &mut outcome);
+                let owes_peers = !(protocol.settled() && protocol.serve_until().is_none());
+                Ok((outcome, owes_peers))
+            }
+            OpEnd::Aborted => Err(match stats.abort.or(protocol.abort_reason()) {
+                Some(AbortReason::ShapeMismatch {
+                    peer,
+                    local,
+                    remote,
+                }) => CommError::ShapeMismatch {
+                    peer: self.members().get(peer.index()).copied().unwrap_or(peer.0),
+                    local_dtype: local.0.name(),
+                    local_len: local.1,
+                    remote_dtype: remote.0.name(),
+                    remote_len: remote.1,
+                },
+                _ => CommError::PeerFailed {
+                    failed: self.failed_ranks(),
+                },
+            }),
+            OpEnd::TimedOut => Err(CommError::TimedOut(self.op_timeout)),
+            OpEnd::Shutdown => Err(CommError::Shutdown),
+            OpEnd::Revoked => Err(CommError::Revoked),
+        }
+    }
+
+    /// Copies a finished shell's result into the caller's vector, in its own type.
+    fn write_result<T: Element, P: Protocol>(
+        &mut self,
+        protocol: &Segmented<P>,
+        data: &mut [T],
+    ) -> Result<(), CommError> {
+        if let Some(result) = protocol.result().and_then(T::cast) {
+            if result.len() != data.len() {
+                return Err(CommError::Shape {
+                    expected: data.len(),
+                    got: result.len(),
+                });
+            }
+            data.copy_from_slice(result);
+            return Ok(());
+        }
+        let result = &mut self.result_scratch;
+        protocol.estimate(result);
+        if result.len() != data.len() {
+            return Err(CommError::Shape {
+                expected: data.len(),
+                got: result.len(),
+            });
+        }
+        data.iter_mut()
+            .zip(result.iter())
+            .for_each(|(d, &r)| *d = T::from_f64(r));
+        Ok(())
+    }
+}
