@@ -656,11 +656,11 @@ mod tests {
             match d.kind {
                 Kind::Gossip { .. } => assert_eq!(d.operators, Operators::SumOrAverage),
                 Kind::Ftco(c) => assert_eq!(algo.ftco_collective(), Some(c)),
-                Kind::RecursiveDoubling { .. } | Kind::Direct | Kind::Ring => {
-                    assert!(
-                        d.payload.segmented,
-                        "{algo}: the plain allreduces take any length"
-                    )
+                Kind::RecursiveDoubling { approximate } => {
+                    assert_eq!(d.payload.segmented, !approximate, "{algo}")
+                }
+                Kind::Direct | Kind::Ring => {
+                    assert!(d.payload.segmented, "{algo}: takes any length")
                 }
                 Kind::Corrected(_) | Kind::Agreement => {}
             }

@@ -562,8 +562,10 @@ impl<P: Protocol> Protocol for Segmented<P> {
     fn status(&self) -> RankStatus {
         let mut counters = self.retired;
         let mut detail = None;
+        let mut inner_iteration = None;
         for p in self.instances() {
             let status = p.status();
+            inner_iteration.get_or_insert(status.iteration);
             let c = status.counters;
             counters.messages_sent += c.messages_sent;
             counters.messages_received += c.messages_received;
@@ -572,9 +574,15 @@ impl<P: Protocol> Protocol for Segmented<P> {
             counters.failures_noticed = counters.failures_noticed.max(c.failures_noticed);
             detail.get_or_insert(status.detail);
         }
+        // One segment shows its protocol's own progress (rounds, pushes); many, how many
+        // segments are done.
+        let iteration = match (self.slots.len(), inner_iteration) {
+            (0 | 1, Some(inner)) => inner,
+            _ => self.finished as u32,
+        };
         RankStatus {
             phase: self.phase,
-            iteration: self.finished as u32,
+            iteration,
             counters,
             detail: detail.unwrap_or_default(),
         }
