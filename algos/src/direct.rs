@@ -329,6 +329,15 @@ impl ArrivalSet {
     }
 }
 
+impl crate::protocol::SegmentProtocol for DirectAllreduce {
+    fn take_result(&mut self) -> Option<Values> {
+        match self.phase {
+            Phase::Done => self.acc.take(),
+            _ => None,
+        }
+    }
+}
+
 impl Protocol for DirectAllreduce {
     fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
         match input {

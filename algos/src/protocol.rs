@@ -19,7 +19,9 @@ mod segmented;
 mod timers;
 mod wrapper;
 
-pub use segmented::{MakeSegment, SegmentPlan, Segmented, ShellConfig, KIND_SHAPE_MISMATCH};
+pub use segmented::{
+    MakeSegment, SegmentPlan, SegmentProtocol, Segmented, ShellConfig, KIND_SHAPE_MISMATCH,
+};
 pub use timers::TimerTable;
 pub use wrapper::Wrapper;
 

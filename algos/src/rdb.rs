@@ -340,6 +340,10 @@ impl RecursiveDoubling {
             return;
         }
         self.value.copy_from(data);
+        self.begin(out);
+    }
+
+    fn begin(&mut self, out: &mut Outbox) {
         self.contributions = 1;
         self.phase = Phase::Running;
         self.advance(out);
@@ -493,6 +497,21 @@ impl RecursiveDoubling {
 /// Flips bit `bit` of element `elem` of `values`; false if there is no such element or bit.
 pub fn flip_value_bit(values: &mut Values, elem: usize, bit: u32) -> bool {
     values.flip_bit(elem, bit)
+}
+
+impl crate::protocol::SegmentProtocol for RecursiveDoubling {
+    fn start_owned(&mut self, _now: Time, data: Values, out: &mut Outbox) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.value = data;
+        self.begin(out);
+    }
+
+    fn take_result(&mut self) -> Option<Values> {
+        (self.phase == Phase::Done && !self.config.approximate)
+            .then(|| std::mem::replace(&mut self.value, Values::F64(Vec::new())))
+    }
 }
 
 impl Protocol for RecursiveDoubling {

@@ -143,6 +143,10 @@ impl RingAllreduce {
             return;
         }
         self.value.copy_from(data);
+        self.begin(out);
+    }
+
+    fn begin(&mut self, out: &mut Outbox) {
         self.phase = Phase::Running;
         if self.steps() == 0 {
             self.finish(out);
@@ -264,6 +268,21 @@ impl RingAllreduce {
         } else {
             out.emit(Event::FaultIgnored(fault));
         }
+    }
+}
+
+impl crate::protocol::SegmentProtocol for RingAllreduce {
+    fn start_owned(&mut self, _now: Time, data: Values, out: &mut Outbox) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.value = data;
+        self.begin(out);
+    }
+
+    fn take_result(&mut self) -> Option<Values> {
+        (self.phase == Phase::Done)
+            .then(|| std::mem::replace(&mut self.value, Values::F64(Vec::new())))
     }
 }
 

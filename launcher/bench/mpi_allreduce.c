@@ -1,6 +1,7 @@
 /* The reference side of `ftcoll-launch bench allreduce`: the same measurement as ftcoll's
  * (per-iteration time at every rank, the slowest rank per iteration, median and p99 over
- * iterations) for the MPI library this file is compiled against. */
+ * iterations) for the MPI library this file is compiled against.
+ * Arguments: iterations, warm-up iterations, doubles per rank (default 1). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,17 +18,28 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int iters = argc > 1 ? atoi(argv[1]) : 1000;
     int warmup = argc > 2 ? atoi(argv[2]) : 100;
+    long count = argc > 3 ? atol(argv[3]) : 1;
     if (iters < 1) iters = 1;
+    if (count < 1) count = 1;
     double *times = malloc(sizeof(double) * iters);
     double *slowest = malloc(sizeof(double) * iters);
-    double in = rank, out = 0.0, expected = (double)size * (size - 1) / 2.0;
-    for (int i = 0; i < warmup; i++) MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double *in = malloc(sizeof(double) * count);
+    double *out = malloc(sizeof(double) * count);
+    if (!times || !slowest || !in || !out) {
+        fprintf(stderr, "cannot allocate %ld doubles\n", count);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* Every element is the rank, as ftcoll's `--input rank`: the sum is exact. */
+    for (long i = 0; i < count; i++) in[i] = rank, out[i] = 0.0;
+    double expected = (double)size * (size - 1) / 2.0;
+    for (int i = 0; i < warmup; i++)
+        MPI_Allreduce(in, out, (int)count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     int wrong = 0;
     for (int i = 0; i < iters; i++) {
         double start = MPI_Wtime();
-        MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(in, out, (int)count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         times[i] = MPI_Wtime() - start;
-        wrong |= out != expected;
+        wrong |= out[0] != expected || out[count - 1] != expected;
     }
     MPI_Reduce(times, slowest, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
@@ -37,6 +49,8 @@ int main(int argc, char **argv) {
     }
     free(times);
     free(slowest);
+    free(in);
+    free(out);
     MPI_Finalize();
     return 0;
 }

@@ -33,6 +33,9 @@ pub struct FtcoCall {
 /// FTCO that ignores failure notices: failures are found by its own timeouts only.
 struct TimeoutsOnly(Ftco);
 
+/// Runs whole-vector (one segment): the shell's defaults.
+impl ftcoll_algos::protocol::SegmentProtocol for TimeoutsOnly {}
+
 impl Wrapper for TimeoutsOnly {
     type Inner = Ftco;
 

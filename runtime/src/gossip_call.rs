@@ -47,6 +47,9 @@ struct GossipRun {
     known_dead: Vec<Rank>,
 }
 
+/// Runs whole-vector (one segment): the shell's defaults.
+impl ftcoll_algos::protocol::SegmentProtocol for GossipRun {}
+
 impl Wrapper for GossipRun {
     type Inner = dyn Protocol + 'static;
 

@@ -343,6 +343,9 @@ impl CorrectedAllreduce {
     }
 }
 
+/// Runs whole-vector (one segment): the shell's defaults.
+impl crate::protocol::SegmentProtocol for CorrectedAllreduce {}
+
 impl Protocol for CorrectedAllreduce {
     fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
         match input {

@@ -439,6 +439,9 @@ impl CorrectedBcast {
     }
 }
 
+/// Runs whole-vector (one segment): the shell's defaults.
+impl crate::protocol::SegmentProtocol for CorrectedBcast {}
+
 impl Protocol for CorrectedBcast {
     fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
         match input {

@@ -484,6 +484,9 @@ pub(super) fn push_weight(values: &mut Values) {
     values.push_weight();
 }
 
+/// Runs whole-vector (one segment): the shell's defaults.
+impl crate::protocol::SegmentProtocol for CorrectedReduce {}
+
 impl Protocol for CorrectedReduce {
     fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
         match input {

@@ -602,6 +602,9 @@ impl Ftco {
     }
 }
 
+/// Runs whole-vector (one segment): the shell's defaults.
+impl crate::protocol::SegmentProtocol for Ftco {}
+
 impl Protocol for Ftco {
     fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
         match input {

@@ -73,18 +73,42 @@ enum Slot<P> {
     Finished(Option<P>),
 }
 
+/// What the shell needs of the protocol of a segment beyond [`Protocol`]: to start it on a
+/// buffer the shell hands over and to take the result buffer back, so that a segment's values
+/// are not copied into the protocol and out again. The defaults copy (through
+/// [`Input::Start`] and [`Protocol::result`]); the allreduces of long vectors override them.
+pub trait SegmentProtocol: Protocol {
+    /// Starts on `data`, which the protocol may keep as its own state.
+    fn start_owned(&mut self, now: Time, data: Values, out: &mut Outbox) {
+        self.handle(
+            now,
+            Input::Start {
+                data: data.as_ref(),
+            },
+            out,
+        );
+    }
+
+    /// The result, moved out, once done; `None` where the protocol keeps no result buffer of
+    /// the operation's type (then the shell reads [`Protocol::result`] or the estimate).
+    fn take_result(&mut self) -> Option<Values> {
+        None
+    }
+}
+
 /// Builds (or recycles) the inner protocol of one segment: called with the shell's
 /// configuration, the segment, and a finished instance to restart in place where there is one.
 pub type MakeSegment<P> = Box<dyn FnMut(&ShellConfig, u32, Option<P>) -> P + Send>;
 
 /// The operation shell around a protocol `P` (see the module docs).
-pub struct Segmented<P: Protocol> {
+pub struct Segmented<P: SegmentProtocol> {
     config: ShellConfig,
     make: MakeSegment<P>,
     /// This rank's vector shape.
     shape: Stamp,
-    /// The input; each finished segment's result overwrites its part.
-    data: Values,
+    /// Per segment: its input until it starts, its result once finished (kept from call to
+    /// call, so a loop of long operations faults no page in again).
+    buffers: Vec<Values>,
     slots: Vec<Slot<P>>,
     /// Segments started by this rank's own schedule (the window's cursor).
     next_to_start: usize,
@@ -98,11 +122,13 @@ pub struct Segmented<P: Protocol> {
     abort: Option<AbortReason>,
     /// Counters of instances already dropped.
     retired: Counters,
-    spare: Option<P>,
+    /// Finished instances kept to restart in place (at most a window's worth plus one): a
+    /// loop of long operations allocates no protocol state after the first.
+    spare: Vec<P>,
     scratch: Vec<f64>,
 }
 
-impl<P: Protocol> Segmented<P> {
+impl<P: SegmentProtocol> Segmented<P> {
     /// A shell whose segments are built by `make(segment, spare)`; `spare` is a finished
     /// instance to restart in place, when there is one.
     pub fn new(config: ShellConfig, make: MakeSegment<P>) -> Segmented<P> {
@@ -110,7 +136,7 @@ impl<P: Protocol> Segmented<P> {
             config,
             make,
             shape: Stamp::default(),
-            data: Values::F64(Vec::new()),
+            buffers: Vec::new(),
             slots: Vec::new(),
             next_to_start: 0,
             running: 0,
@@ -121,7 +147,7 @@ impl<P: Protocol> Segmented<P> {
             phase: Phase::Idle,
             abort: None,
             retired: Counters::default(),
-            spare: None,
+            spare: Vec::new(),
             scratch: Vec::new(),
         }
     }
@@ -130,9 +156,12 @@ impl<P: Protocol> Segmented<P> {
     /// instance to restart.
     pub fn restart(&mut self, config: ShellConfig) {
         self.config = config;
+        let keep = self.config.plan.window as usize + 1;
         for slot in self.slots.drain(..) {
             if let Slot::Running(p) | Slot::Finished(Some(p)) = slot {
-                self.spare.get_or_insert(p);
+                if self.spare.len() < keep {
+                    self.spare.push(p);
+                }
             }
         }
         self.next_to_start = 0;
@@ -144,6 +173,13 @@ impl<P: Protocol> Segmented<P> {
         self.phase = Phase::Idle;
         self.abort = None;
         self.retired = Counters::default();
+    }
+
+    /// The result segment by segment, in order, once final (`None` before, or where this rank
+    /// gets none).
+    pub fn results(&self) -> Option<impl Iterator<Item = ValuesRef<'_>>> {
+        self.has_result()
+            .then(|| self.buffers.iter().map(Values::as_ref))
     }
 
     /// Why the operation aborted, once it has.
@@ -164,7 +200,7 @@ impl<P: Protocol> Segmented<P> {
     /// An instance of the inner protocol, live or finished (with one segment: the one that ran
     /// it), for callers that read what the protocol knows beyond its result.
     pub fn any_instance(&self) -> Option<&P> {
-        self.instances().next().or(self.spare.as_ref())
+        self.instances().next().or(self.spare.last())
     }
 
     fn stamp(&self, segment: usize) -> Stamp {
@@ -175,7 +211,7 @@ impl<P: Protocol> Segmented<P> {
     }
 
     fn range(&self, segment: usize) -> std::ops::Range<usize> {
-        let len = self.data.len();
+        let len = self.shape.len as usize;
         let start = segment
             .saturating_mul(self.config.plan.segment_elems)
             .min(len);
@@ -191,10 +227,15 @@ impl<P: Protocol> Segmented<P> {
             dtype: data.dtype(),
             len: data.len() as u64,
         };
-        self.data.copy_from(data);
         let count = self.config.plan.segments(data.len());
         self.slots.clear();
         self.slots.resize_with(count, || Slot::NotStarted);
+        self.buffers.truncate(count);
+        self.buffers.resize_with(count, || data.dtype().zeros(0));
+        for segment in 0..count {
+            let part = data.slice(self.range(segment)).unwrap_or(ValuesRef::Empty);
+            self.buffers[segment].copy_from(part);
+        }
         self.phase = Phase::Running;
         let window = (self.config.plan.window.max(1) as usize).min(count);
         for segment in 0..window {
@@ -210,12 +251,11 @@ impl<P: Protocol> Segmented<P> {
         {
             return;
         }
-        let mut protocol = (self.make)(&self.config, segment as u32, self.spare.take());
-        let range = self.range(segment);
-        let input = self.data.as_ref().slice(range).unwrap_or(ValuesRef::Empty);
+        let mut protocol = (self.make)(&self.config, segment as u32, self.spare.pop());
+        let input = std::mem::replace(&mut self.buffers[segment], Values::F64(Vec::new()));
         out.set_stamp(self.stamp(segment));
         let first = out.events().len();
-        protocol.handle(now, Input::Start { data: input }, out);
+        protocol.start_owned(now, input, out);
         for &peer in &self.failed {
             protocol.handle(now, Input::PeerFailed { peer }, out);
         }
@@ -269,20 +309,28 @@ impl<P: Protocol> Segmented<P> {
 
     fn finish_segment(&mut self, now: Time, segment: usize, out: &mut Outbox) {
         let range = self.range(segment);
+        let dtype = self.shape.dtype;
         let Some(Slot::Running(protocol)) = self.slots.get_mut(segment) else {
             return;
         };
         if protocol.has_result() {
-            let written = match protocol.result() {
-                Some(result) if self.config.reduce != ReduceOp::Average => {
-                    self.data.write_at(range.start, result).is_ok() && result.len() == range.len()
-                }
+            let average = self.config.reduce == ReduceOp::Average;
+            let buffer = &mut self.buffers[segment];
+            let taken = if average {
+                None
+            } else {
+                protocol.take_result()
+            };
+            match (taken, protocol.result()) {
+                (Some(result), _) => *buffer = result,
+                (None, Some(result)) if !average => buffer.copy_from(result),
                 _ => {
                     protocol.estimate(&mut self.scratch);
-                    write_f64(&mut self.data, range.start, &self.scratch)
-                        && self.scratch.len() == range.len()
+                    *buffer = dtype.zeros(self.scratch.len());
+                    write_f64(buffer, 0, &self.scratch);
                 }
-            };
+            }
+            let written = buffer.len() == range.len() && buffer.dtype() == dtype;
             if !written {
                 // A protocol whose result does not fit its segment: never hand it to the user.
                 self.fail(AbortReason::Stopped, out);
@@ -325,7 +373,9 @@ impl<P: Protocol> Segmented<P> {
         self.retired.messages_received += c.messages_received;
         self.retired.frames_rejected += c.frames_rejected;
         self.retired.faults_applied += c.faults_applied;
-        self.spare = Some(protocol);
+        if self.spare.len() <= self.config.plan.window as usize {
+            self.spare.push(protocol);
+        }
     }
 
     fn fail(&mut self, reason: AbortReason, out: &mut Outbox) {
@@ -469,7 +519,7 @@ fn write_f64(data: &mut Values, at: usize, src: &[f64]) -> bool {
     }
 }
 
-impl<P: Protocol> Protocol for Segmented<P> {
+impl<P: SegmentProtocol> Protocol for Segmented<P> {
     fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
         let before = out.stamp();
         match input {
@@ -519,7 +569,7 @@ impl<P: Protocol> Protocol for Segmented<P> {
         if self.phase == Phase::Done || self.slots.len() <= 1 {
             match self.slots.first() {
                 Some(Slot::Running(p)) if self.phase != Phase::Done => p.estimate(dst),
-                _ => self.data.push_as_f64(dst),
+                _ => self.buffers.iter().for_each(|b| b.push_as_f64(dst)),
             }
             return;
         }
@@ -531,8 +581,7 @@ impl<P: Protocol> Protocol for Segmented<P> {
                     dst.extend_from_slice(&part);
                 }
                 _ => {
-                    let range = self.range(segment);
-                    if let Some(values) = self.data.as_ref().slice(range) {
+                    if let Some(values) = self.buffers.get(segment) {
                         values.push_as_f64(dst);
                     }
                 }
@@ -548,8 +597,13 @@ impl<P: Protocol> Protocol for Segmented<P> {
         self.phase == Phase::Done && self.has_result
     }
 
+    /// The whole result where it lies in one buffer (one segment); a longer one is read with
+    /// [`Segmented::results`].
     fn result(&self) -> Option<ValuesRef<'_>> {
-        self.has_result().then(|| self.data.as_ref())
+        match self.buffers.as_slice() {
+            [only] if self.has_result() => Some(only.as_ref()),
+            _ => None,
+        }
     }
 
     fn reads_clock(&self) -> bool {

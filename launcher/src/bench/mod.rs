@@ -2,8 +2,10 @@
 
 pub mod allreduce;
 pub mod console;
+pub mod corrected;
 pub mod era;
 pub mod ftco;
+pub mod sweep;
 pub mod transport;
 
 use std::fs;
@@ -21,7 +23,8 @@ use clap::Args;
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// What to measure: `sim` (simulator events per second and bytes per rank), `allreduce`
-    /// (8-byte allreduce latency on real processes, beside Open MPI and MPICH), `corrected`
+    /// (allreduce time and bandwidth over `--bytes` on real processes, beside Open MPI and
+    /// MPICH and the machine's memcpy), `corrected`
     /// (corrected-tree allreduce beside rdb, with dead ranks), or `era` (agreement latency
     /// beside the allreduce and ULFM, and the cost of a failure by the failed rank's role), or
     /// `ftco` (FTCO allreduce with offline faults, 004 Table 1, and against the ULFM way,
@@ -77,7 +80,7 @@ pub struct BenchArgs {
     /// `console`: seconds measured.
     #[arg(long, default_value_t = 10.0)]
     pub window_s: f64,
-    /// ftcoll's algorithm in `allreduce` (`rdb` or `direct`); default: what
+    /// ftcoll's algorithm in `allreduce` (`rdb`, `direct` or `ring`); default: what
     /// `Communicator::allreduce` picks at each size.
     #[arg(long = "algo")]
     pub allreduce_algo: Option<String>,
@@ -85,6 +88,13 @@ pub struct BenchArgs {
     /// `none` to time ftcoll alone.
     #[arg(long, default_value = "openmpi,mpich")]
     pub mpi: String,
+    /// Bytes per rank of `allreduce` (doubles, so multiples of 8), comma-separated.
+    #[arg(long, default_value = "8")]
+    pub bytes: String,
+    /// `allreduce` on a machine without `mpicc`: a directory with the MPI side already built
+    /// (`allreduce_openmpi`, `allreduce_mpich`, from `launcher/bench/mpi_allreduce.c`).
+    #[arg(long)]
+    pub mpi_prebuilt: Option<PathBuf>,
     /// Write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -107,8 +117,8 @@ struct SimBenchJson {
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     match args.name.as_str() {
         "sim" => bench_sim(args),
-        "allreduce" => allreduce::run(args),
-        "corrected" => allreduce::run_corrected(args),
+        "allreduce" => sweep::run(args),
+        "corrected" => corrected::run(args),
         "era" => era::run(args),
         "ftco" => ftco::run(args),
         "console" => console::run(args),

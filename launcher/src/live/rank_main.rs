@@ -116,6 +116,10 @@ pub struct RankArgs {
     /// pcf as printed.
     #[arg(long)]
     pub pcf_as_printed: bool,
+    /// Run `Communicator::allreduce`, the library's pick by size, instead of `--algo`'s (the
+    /// benchmark of the pick).
+    #[arg(long)]
+    pub library_pick: bool,
     /// Console-paced: wait for the launcher's go before each operation, and draw fresh inputs
     /// for each (operation K from the seed of `live::op_seed`).
     #[arg(long)]
@@ -210,6 +214,8 @@ enum Collective {
     Direct,
     /// The ring allreduce.
     Ring,
+    /// `Communicator::allreduce`: the library's pick by size.
+    Pick,
     CorrectedAllreduce(CorrectedOptions),
     CorrectedReduce(CorrectedOptions),
     CorrectedBcast(CorrectedOptions),
@@ -229,6 +235,9 @@ impl Collective {
             info: args.failure_info,
             correction: args.correction,
         };
+        if args.library_pick {
+            return Collective::Pick;
+        }
         match args.algo.kind() {
             Kind::RecursiveDoubling { .. } => Collective::Rdb,
             Kind::Direct => Collective::Direct,
@@ -269,6 +278,7 @@ impl Collective {
             Collective::Rdb => on_slice!(data, s => comm.allreduce_rdb(s, op)),
             Collective::Direct => on_slice!(data, s => comm.allreduce_direct(s, op)),
             Collective::Ring => on_slice!(data, s => comm.allreduce_ring(s, op)),
+            Collective::Pick => on_slice!(data, s => comm.allreduce(s, op)),
             other => return other.run(comm, data, op, None).map(|_| ()),
         };
         // Not `result.map(..)`: that moves the outcome into the closure, the copy this avoids.
@@ -291,6 +301,7 @@ impl Collective {
             Collective::Rdb => Some(on_slice!(data, s => comm.allreduce_rdb(s, op))),
             Collective::Direct => Some(on_slice!(data, s => comm.allreduce_direct(s, op))),
             Collective::Ring => Some(on_slice!(data, s => comm.allreduce_ring(s, op))),
+            Collective::Pick => Some(on_slice!(data, s => comm.allreduce(s, op))),
             _ => None,
         };
         if let Some(result) = typed {
@@ -308,7 +319,7 @@ impl Collective {
                 Some(call) => Ok((comm.gossip(data, op, call)?, true)),
                 None => Err(CommError::Config("gossip job without its options".into())),
             },
-            Collective::Rdb | Collective::Direct | Collective::Ring => {
+            Collective::Rdb | Collective::Direct | Collective::Ring | Collective::Pick => {
                 unreachable!("typed collectives returned above")
             }
             Collective::CorrectedAllreduce(o) => Ok((comm.corrected_allreduce(data, op, o)?, true)),

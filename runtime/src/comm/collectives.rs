@@ -149,7 +149,22 @@ impl Communicator {
                 None => RingAllreduce::new(config),
             }
         };
-        self.run_collective(shell, make, data)
+        // Kept from call to call like the rdb shell: its buffers are reused, not faulted in
+        // again.
+        let mut protocol = match self.ring.take() {
+            Some(mut protocol) => {
+                protocol.restart(shell);
+                protocol
+            }
+            None => Box::new(Segmented::new(shell, Box::new(make))),
+        };
+        let (outcome, owes_peers) = self.run_collective_in(&mut *protocol, data, |_, _| {})?;
+        if owes_peers {
+            self.endpoint().linger(self.ops, protocol);
+        } else {
+            self.ring = Some(protocol);
+        }
+        Ok(outcome)
     }
 
     /// Allreduce of `data` in place by direct exchange: every rank sends its input to every

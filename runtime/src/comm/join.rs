@@ -131,6 +131,7 @@ impl Communicator {
             era_topology,
             result_scratch: Vec::new(),
             rdb: None,
+            ring: None,
             max_frame,
         };
         // The agreement service exists from the start: peers' agreements may reach this rank

@@ -28,6 +28,7 @@ use ftcoll_algos::era::EraTopology;
 use ftcoll_algos::protocol::Segmented;
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::RecursiveDoubling;
+use ftcoll_algos::ring::RingAllreduce;
 
 use crate::control::client::ControlClient;
 use crate::env::RankEnv;
@@ -71,6 +72,8 @@ pub struct Communicator {
     /// The recursive-doubling shell, restarted in place by every call (see
     /// [`Communicator::allreduce_rdb`]); `None` while one lingers or before the first call.
     rdb: Option<Box<Segmented<RecursiveDoubling>>>,
+    /// The ring shell, kept the same way (see [`Communicator::allreduce_ring`]).
+    ring: Option<Box<Segmented<RingAllreduce>>>,
     /// The largest frame the transport sends in one piece.
     max_frame: usize,
 }

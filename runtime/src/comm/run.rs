@@ -1,7 +1,9 @@
 //! The loop that runs any collective to its end through the operation shell, and the plan that
 //! cuts its vector into segments the transport's frames hold.
 
-use ftcoll_algos::protocol::{AbortReason, Protocol, SegmentPlan, Segmented, ShellConfig};
+use ftcoll_algos::protocol::{
+    AbortReason, Protocol, SegmentPlan, SegmentProtocol, Segmented, ShellConfig,
+};
 use ftcoll_algos::values::{Dtype, Element};
 use ftcoll_algos::wire::HEADER_BYTES;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
@@ -9,6 +11,9 @@ use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 use super::collectives::Outcome;
 use super::{CommError, Communicator};
 use crate::exec::OpEnd;
+
+/// Smallest frame a segment is sized for (unless the transport's frames are smaller).
+const MIN_SEGMENT_FRAME: usize = 8 << 10;
 
 /// Bytes a protocol's frame carries beyond its segment's values: rank trailers, the weight of
 /// an average, piece headers.
@@ -31,7 +36,14 @@ impl Communicator {
         slack: Slack,
     ) -> Result<ShellConfig, CommError> {
         let elem = dtype.elem_bytes().max(1);
-        let mut room = self.max_frame.saturating_sub(HEADER_BYTES + slack.0 + elem);
+        // A window of segments has a frame in flight to a peer per segment: frames of a
+        // window's share of two frames fit a shared-memory lane together, and the sender never
+        // queues.
+        let window = self.env.segment_window.max(2) as usize;
+        let frame = (self.max_frame * 2 / window)
+            .max(MIN_SEGMENT_FRAME)
+            .min(self.max_frame);
+        let mut room = frame.saturating_sub(HEADER_BYTES + slack.0 + elem);
         if let Some(cap) = self.env.segment_bytes {
             room = room.min(cap);
         }
@@ -92,7 +104,7 @@ impl Communicator {
     ) -> Result<Outcome, CommError>
     where
         T: Element,
-        P: Protocol + Send + 'static,
+        P: SegmentProtocol + Send + 'static,
         M: FnMut(&ShellConfig, u32, Option<P>) -> P + Send + 'static,
     {
         self.run_collective_then(shell, make, data, |_, _| {})
@@ -109,7 +121,7 @@ impl Communicator {
     ) -> Result<Outcome, CommError>
     where
         T: Element,
-        P: Protocol + Send + 'static,
+        P: SegmentProtocol + Send + 'static,
         M: FnMut(&ShellConfig, u32, Option<P>) -> P + Send + 'static,
     {
         let mut protocol = Segmented::new(shell, Box::new(make));
@@ -123,7 +135,7 @@ impl Communicator {
     /// Runs one collective on a shell the caller keeps; also says whether it still owes peers
     /// answers (late corrections), in which case the caller must hand it over to linger
     /// (served during later calls).
-    pub(crate) fn run_collective_in<T: Element, P: Protocol>(
+    pub(crate) fn run_collective_in<T: Element, P: SegmentProtocol>(
         &mut self,
         protocol: &mut Segmented<P>,
         data: &mut [T],
@@ -184,20 +196,30 @@ impl Communicator {
     }
 
     /// Copies a finished shell's result into the caller's vector, in its own type.
-    fn write_result<T: Element, P: Protocol>(
+    fn write_result<T: Element, P: SegmentProtocol>(
         &mut self,
         protocol: &Segmented<P>,
         data: &mut [T],
     ) -> Result<(), CommError> {
-        if let Some(result) = protocol.result().and_then(T::cast) {
-            if result.len() != data.len() {
+        // Segment by segment, each straight from the buffer its protocol reduced in.
+        let typed = protocol.results().and_then(|parts| {
+            let mut at = 0;
+            for part in parts {
+                let part = T::cast(part)?;
+                data.get_mut(at..at + part.len())?.copy_from_slice(part);
+                at += part.len();
+            }
+            Some(at)
+        });
+        match typed {
+            Some(written) if written == data.len() => return Ok(()),
+            Some(written) => {
                 return Err(CommError::Shape {
                     expected: data.len(),
-                    got: result.len(),
-                });
+                    got: written,
+                })
             }
-            data.copy_from_slice(result);
-            return Ok(());
+            None => {}
         }
         let result = &mut self.result_scratch;
         protocol.estimate(result);

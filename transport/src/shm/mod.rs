@@ -36,6 +36,22 @@ pub use self::segment::Geometry;
 pub const DEFAULT_LANES: u32 = 8;
 /// Default ring bytes per lane.
 pub const DEFAULT_LANE_BYTES: u32 = 64 * 1024;
+/// Bytes of lane rings a job's segment holds at most by default (see [`default_lane_bytes`]).
+const LANE_BUDGET_BYTES: u64 = 128 << 20;
+
+/// The ring bytes per lane for a job of `ranks`: as large as a budget of 128 MiB of lanes
+/// allows, up to 2 MiB (a frame is up to half a lane, and large frames move large vectors at
+/// memory speed), never below 64 KiB up to 512 ranks, and 16 KiB beyond (4096 ranks' inboxes
+/// then take 512 MiB of address space, touched only where lanes are used).
+pub fn default_lane_bytes(ranks: u32) -> u32 {
+    if ranks > 512 {
+        return DEFAULT_LANE_BYTES / 4;
+    }
+    let per_lane = LANE_BUDGET_BYTES / (u64::from(ranks.max(1)) * u64::from(DEFAULT_LANES));
+    let pow2 = 1u64 << (63 - per_lane.max(1).leading_zeros());
+    pow2.clamp(u64::from(DEFAULT_LANE_BYTES), 2 << 20) as u32
+}
+
 /// Bound on bytes queued for receivers without room.
 const MAX_QUEUED_BYTES: usize = 256 << 20;
 /// How long a waiting rank yields its core before it sleeps on the futex.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use ftcoll_runtime::transport::shm::segment::{Geometry, Segment};
-use ftcoll_runtime::transport::shm::{DEFAULT_LANES, DEFAULT_LANE_BYTES};
+use ftcoll_runtime::transport::shm::{default_lane_bytes, DEFAULT_LANES};
 use ftcoll_runtime::transport::TransportKind;
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
@@ -78,11 +78,7 @@ pub(super) fn shm_segment(spec: &LiveSpec, job_id: u64) -> anyhow::Result<Option
     let lane_bytes = std::env::var("FTCOLL_SHM_LANE_BYTES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if n > 512 {
-            DEFAULT_LANE_BYTES / 4
-        } else {
-            DEFAULT_LANE_BYTES
-        });
+        .unwrap_or_else(|| default_lane_bytes(n));
     let geometry = Geometry {
         ranks: n,
         lanes: DEFAULT_LANES,
