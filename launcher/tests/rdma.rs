@@ -169,6 +169,45 @@ fn every_family_over_libfabric_shm() {
     no_provider_files_left();
 }
 
+/// Long vectors of several types, in many segments, exact over `backend`.
+fn run_long_vectors(backend: &Backend) {
+    for (algo, dtype) in [("ring", "f64"), ("rdb", "i32"), ("ring", "u64")] {
+        let mut args = vec![
+            "-n", "4", "--input", "int", "--len", "600000", "--ops", "2", "--no-tui",
+        ];
+        args.extend_from_slice(backend.flags);
+        args.extend(["--algo", algo, "--dtype", dtype]);
+        let what = format!("{} {algo} {dtype} long", backend.name);
+        let json = run(&args, backend.env, &what);
+        assert_eq!(json["exact"], true, "{what}: {json}");
+        assert_eq!(json["consistent"], true, "{what}: {json}");
+        assert_eq!(json["ops_ok_all_ranks"], 2, "{what}: {json}");
+    }
+}
+
+#[cfg(feature = "ucx")]
+#[test]
+fn long_vectors_over_ucx_tcp() {
+    let _job = common::serialize();
+    run_long_vectors(&Backend {
+        name: "ucx/tcp",
+        flags: &["--transport", "ucx"],
+        env: &[("UCX_TLS", "tcp")],
+    });
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn long_vectors_over_libfabric_tcp() {
+    let _job = common::serialize();
+    run_long_vectors(&Backend {
+        name: "ofi/tcp",
+        flags: &["--transport", "ofi", "--ofi-provider", "tcp"],
+        env: &[],
+    });
+    no_provider_files_left();
+}
+
 /// A backend named but not usable is one line naming what to install or enable.
 #[test]
 fn auto_is_shared_memory_here_and_bad_names_are_one_line() {

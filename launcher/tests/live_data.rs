@@ -1,0 +1,141 @@
+//! The data path on real ranks: vectors larger than a shared-memory lane and than a control
+//! message, every element type, and ranks that pass different vectors (every rank gets the
+//! typed error, none hangs).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+/// Runs a built-in job that must succeed with an exact result, under `env`.
+fn exact_job(args: &[&str], env: &[(&str, &str)], name: &str) {
+    let _job = common::serialize();
+    let path = common::scratch(name);
+    let out = common::launcher()
+        .args(args)
+        .args(["--input", "int", "--no-tui", "--timeout-s", "120", "--json"])
+        .arg(&path)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(json["exact"], true, "{args:?}: {json}");
+    assert_eq!(json["consistent"], true, "{args:?}: {json}");
+    assert_eq!(json["ops_ok_all_ranks"], json["ops"], "{args:?}: {json}");
+}
+
+#[test]
+fn vectors_many_lanes_long_are_exact_with_every_allreduce_and_type() {
+    // 64 KiB lanes hold frames of 32 KiB: 300 000 elements are dozens of segments per rank.
+    let lanes = [("FTCOLL_SHM_LANE_BYTES", "65536")];
+    for (algo, dtype) in [
+        ("rdb", "f64"),
+        ("ring", "i32"),
+        ("ring", "u64"),
+        ("direct", "f32"),
+        ("rdb", "i64"),
+        ("ring", "u32"),
+    ] {
+        let args = [
+            "-n", "3", "--algo", algo, "--dtype", dtype, "--len", "300000", "--ops", "2",
+        ];
+        exact_job(&args, &lanes, &format!("lanes-{algo}-{dtype}.json"));
+    }
+}
+
+#[test]
+fn a_vector_larger_than_the_old_control_cap_is_exact_over_tcp() {
+    // 1 MiB was the old cap on one control message; the result vector no longer travels there.
+    for dtype in ["f64", "i32"] {
+        let args = [
+            "-n",
+            "4",
+            "--transport",
+            "tcp",
+            "--algo",
+            "ring",
+            "--dtype",
+            dtype,
+            "--len",
+            "200000",
+        ];
+        exact_job(&args, &[], &format!("tcp-{dtype}.json"));
+    }
+}
+
+#[test]
+fn a_long_vector_segments_under_the_library_pick() {
+    // No --algo: rdb, the built-in job's default, over more segments than the window.
+    exact_job(&["-n", "2", "--len", "1000000"], &[], "default-long.json");
+}
+
+#[test]
+fn ranks_that_pass_different_vectors_all_get_the_typed_error_and_go_on() {
+    let _job = common::serialize();
+    let program = common::example("shapes");
+    for (n, len, odd, what) in [
+        ("4", "1000", "3", "length"),
+        ("3", "100000", "0", "type"),
+        ("5", "10", "2", "length"),
+    ] {
+        let out = common::launcher()
+            .args(["-n", n, "--timeout-s", "60", "--"])
+            .arg(&program)
+            .args([len, odd, what])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "n={n} {what}: {}{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let told = stdout
+            .lines()
+            .filter(|l| l.contains("pass the same type and length"))
+            .count();
+        assert_eq!(
+            told.to_string(),
+            n,
+            "every rank got the typed error: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_dtype_an_algorithm_cannot_reduce_is_one_line_before_anything_starts() {
+    let out = common::launcher()
+        .args([
+            "-n",
+            "4",
+            "--algo",
+            "corrected-allreduce",
+            "--dtype",
+            "i32",
+            "--no-tui",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("reduces f64 vectors"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let out = common::launcher()
+        .args(["-n", "2", "--dtype", "i32", "--op", "avg", "--no-tui"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("does not apply to i32"), "{stderr}");
+    let out = common::launcher()
+        .args(["-n", "2", "--dtype", "f16", "--no-tui"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use f64, f32, i32, i64, u32 or u64"));
+}
