@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)]
 mod common;
 
 /// Runs a built-in job that must succeed with an exact result, under `env`.
