@@ -76,9 +76,10 @@ impl Communicator {
         reduce: ReduceOp,
         len: usize,
     ) -> Result<ShellConfig, CommError> {
-        let slack = Slack(4 * self.size() as usize + 64);
-        let mut shell = self.shell_config(algo, reduce, Dtype::F64, slack)?;
-        let most = shell.plan.segment_elems;
+        let slack = 4 * self.size() as usize + 64;
+        let mut shell = self.shell_config(algo, reduce, Dtype::F64, Slack(slack))?;
+        // One frame, as large as the transport sends.
+        let most = self.max_frame.saturating_sub(HEADER_BYTES + slack + 8) / 8;
         if len > most {
             return Err(CommError::TooLong {
                 algorithm: algo.descriptor().name,
