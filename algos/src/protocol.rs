@@ -20,7 +20,7 @@ mod timers;
 mod wrapper;
 
 pub use segmented::{
-    MakeSegment, SegmentPlan, SegmentProtocol, Segmented, ShellConfig, KIND_SHAPE_MISMATCH,
+    Layout, MakeSegment, SegmentPlan, SegmentProtocol, Segmented, ShellConfig, KIND_SHAPE_MISMATCH,
 };
 pub use timers::TimerTable;
 pub use wrapper::Wrapper;

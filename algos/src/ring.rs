@@ -36,7 +36,19 @@ const KIND_REDUCE_SCATTER: u8 = 1;
 /// Message kind of an allgather step.
 const KIND_ALLGATHER: u8 = 2;
 
-/// One rank's part in a ring allreduce.
+/// Which collective the ring runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RingMode {
+    /// Reduce-scatter then allgather: every rank gets the whole reduced vector.
+    #[default]
+    Allreduce,
+    /// Reduce-scatter only: the input is N equal blocks, rank r gets block r reduced.
+    ReduceScatter,
+    /// Allgather only: the input is one block, every rank gets the N blocks in rank order.
+    Allgather,
+}
+
+/// One rank's part in a ring collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingConfig {
     /// This rank.
@@ -47,6 +59,8 @@ pub struct RingConfig {
     pub op: ReduceOp,
     /// The operation id frames carry.
     pub op_id: OpId,
+    /// The collective.
+    pub mode: RingMode,
 }
 
 /// The ring allreduce state machine (see the module docs).
@@ -85,9 +99,26 @@ impl RingAllreduce {
         self.counters = Counters::default();
     }
 
-    /// Steps in all: N − 1 of reduce-scatter, N − 1 of allgather.
+    /// Steps in all: N − 1 of reduce-scatter, N − 1 of allgather (one phase alone for the
+    /// reduce-scatter and the allgather).
     fn steps(&self) -> u32 {
-        2 * self.config.size.saturating_sub(1)
+        let phase = self.config.size.saturating_sub(1);
+        match self.config.mode {
+            RingMode::Allreduce => 2 * phase,
+            RingMode::ReduceScatter | RingMode::Allgather => phase,
+        }
+    }
+
+    /// Whether `step` combines (reduce-scatter) rather than copies (allgather), and its number
+    /// within its phase.
+    fn phase_of(&self, step: u32) -> (bool, u32) {
+        let phase = self.config.size.saturating_sub(1);
+        match self.config.mode {
+            RingMode::Allreduce if step < phase => (true, step),
+            RingMode::Allreduce => (false, step - phase),
+            RingMode::ReduceScatter => (true, step),
+            RingMode::Allgather => (false, step),
+        }
     }
 
     /// Elements `start..end` of block `b`.
@@ -97,13 +128,16 @@ impl RingAllreduce {
         (b * len / n)..((b + 1) * len / n)
     }
 
-    /// The block this rank sends at `step`, and the one it takes at `step`.
+    /// The block this rank sends at `step`, and the one it takes at `step`. Reduce-scatter
+    /// step s sends block r − s − 1 and combines block r − s − 2, so that rank r ends with
+    /// block r reduced; allgather step s sends block r − s (its own first) and stores block
+    /// r − s − 1 (all mod N).
     fn blocks_of(&self, step: u32) -> (u32, u32) {
         let (n, r) = (self.config.size, self.config.rank.0);
-        let gather = step.checked_sub(n - 1);
-        match gather {
-            None => ((r + n - step % n) % n, (r + 2 * n - step % n - 1) % n),
-            Some(s) => ((r + 1 + n - s % n) % n, (r + n - s % n) % n),
+        let back = |k: u32| (r + 2 * n - k % n) % n;
+        match self.phase_of(step) {
+            (true, s) => (back((s + 1) % n), back((s + 2) % n)),
+            (false, s) => (back(s % n), back((s + 1) % n)),
         }
     }
 
@@ -120,7 +154,7 @@ impl RingAllreduce {
             return;
         }
         let (send, _) = self.blocks_of(step);
-        let kind = if step < self.config.size - 1 {
+        let kind = if self.phase_of(step).0 {
             KIND_REDUCE_SCATTER
         } else {
             KIND_ALLGATHER
@@ -147,6 +181,16 @@ impl RingAllreduce {
     }
 
     fn begin(&mut self, out: &mut Outbox) {
+        if self.config.mode == RingMode::Allgather {
+            // The own block goes to its place among N.
+            let own = std::mem::replace(&mut self.value, Values::F64(Vec::new()));
+            let n = self.config.size as usize;
+            self.value = own.dtype().zeros(own.len() * n);
+            let placed = self
+                .value
+                .write_at(self.config.rank.index() * own.len(), own.as_ref());
+            debug_assert!(placed.is_ok());
+        }
         self.phase = Phase::Running;
         if self.steps() == 0 {
             self.finish(out);
@@ -172,7 +216,7 @@ impl RingAllreduce {
                 what: "block does not match the local vector",
             });
         }
-        let applied = if step < self.config.size - 1 {
+        let applied = if self.phase_of(step).0 {
             self.value.combine_at(range.start, self.config.op, payload)
         } else {
             self.value.write_at(range.start, payload)
@@ -219,7 +263,7 @@ impl RingAllreduce {
             .check(Algorithm::Ring, self.config.op_id)
             .and_then(|()| {
                 let unexpected = |what| FrameError::Unexpected { from: from.0, what };
-                let kind = if step < self.config.size.saturating_sub(1) {
+                let kind = if self.phase_of(step).0 {
                     KIND_REDUCE_SCATTER
                 } else {
                     KIND_ALLGATHER
@@ -281,8 +325,11 @@ impl crate::protocol::SegmentProtocol for RingAllreduce {
     }
 
     fn take_result(&mut self) -> Option<Values> {
-        (self.phase == Phase::Done)
-            .then(|| std::mem::replace(&mut self.value, Values::F64(Vec::new())))
+        match (self.phase, self.config.mode) {
+            (Phase::Done, RingMode::ReduceScatter) => self.result().map(|v| v.to_owned_values()),
+            (Phase::Done, _) => Some(std::mem::replace(&mut self.value, Values::F64(Vec::new()))),
+            _ => None,
+        }
     }
 }
 
@@ -315,12 +362,21 @@ impl Protocol for RingAllreduce {
     }
 
     fn result(&self) -> Option<ValuesRef<'_>> {
-        (self.phase == Phase::Done).then(|| self.value.as_ref())
+        match (self.phase, self.config.mode) {
+            (Phase::Done, RingMode::ReduceScatter) => {
+                self.value.as_ref().slice(self.block(self.config.rank.0))
+            }
+            (Phase::Done, _) => Some(self.value.as_ref()),
+            _ => None,
+        }
     }
 
     fn estimate(&self, dst: &mut Vec<f64>) {
         dst.clear();
-        self.value.push_as_f64(dst);
+        match self.result() {
+            Some(result) => result.push_as_f64(dst),
+            None => self.value.push_as_f64(dst),
+        }
         if self.config.op == ReduceOp::Average && self.phase == Phase::Done {
             let scale = 1.0 / f64::from(self.config.size.max(1));
             dst.iter_mut().for_each(|x| *x *= scale);

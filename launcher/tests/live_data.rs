@@ -140,3 +140,32 @@ fn a_dtype_an_algorithm_cannot_reduce_is_one_line_before_anything_starts() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("use f64, f32, i32, i64, u32 or u64"));
 }
+
+#[test]
+fn reduce_scatter_allgather_and_the_out_of_place_allreduce_are_exact() {
+    let _job = common::serialize();
+    let program = common::example("collectives");
+    for (n, len, lanes) in [
+        ("3", "50000", "65536"),
+        ("4", "7", "65536"),
+        ("2", "300000", ""),
+    ] {
+        let mut command = common::launcher();
+        if !lanes.is_empty() {
+            command.env("FTCOLL_SHM_LANE_BYTES", lanes);
+        }
+        let out = command
+            .args(["-n", n, "--timeout-s", "120", "--"])
+            .arg(&program)
+            .arg(len)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "n={n} len={len}: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("every collective exact"));
+    }
+}

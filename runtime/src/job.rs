@@ -11,7 +11,7 @@ use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
 use ftcoll_algos::gossip::{Gossip, GossipConfig, Real, Rule, Schedule, StopRule};
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
-use ftcoll_algos::ring::{RingAllreduce, RingConfig};
+use ftcoll_algos::ring::{RingAllreduce, RingConfig, RingMode};
 use ftcoll_algos::topology::{Topology, TopologyError};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp};
 
@@ -409,6 +409,7 @@ impl JobSpec {
             size: self.n,
             op: self.op,
             op_id,
+            mode: RingMode::Allreduce,
         })
     }
 

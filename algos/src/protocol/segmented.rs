@@ -22,6 +22,10 @@ use crate::registry::Algorithm;
 use crate::values::{Dtype, ReduceOp, Values, ValuesRef};
 use crate::wire::{Frame, FrameError, FrameHeader, OpId, Stamp};
 
+mod layout;
+
+pub use layout::Layout;
+
 /// Message kind reserved in every protocol for the shell's shape-mismatch notice.
 pub const KIND_SHAPE_MISMATCH: u8 = 0xFF;
 
@@ -63,6 +67,8 @@ pub struct ShellConfig {
     pub reduce: ReduceOp,
     /// How to cut the vector.
     pub plan: SegmentPlan,
+    /// How input and output map to segments.
+    pub layout: Layout,
 }
 
 /// One segment's life at this rank.
@@ -175,11 +181,30 @@ impl<P: SegmentProtocol> Segmented<P> {
         self.retired = Counters::default();
     }
 
-    /// The result segment by segment, in order, once final (`None` before, or where this rank
-    /// gets none).
-    pub fn results(&self) -> Option<impl Iterator<Item = ValuesRef<'_>>> {
-        self.has_result()
-            .then(|| self.buffers.iter().map(Values::as_ref))
+    /// The result segment by segment, once final (`None` before, or where this rank gets
+    /// none): each piece with its offset in the whole output, in order of segments.
+    pub fn results(&self) -> Option<Vec<(usize, ValuesRef<'_>)>> {
+        if !self.has_result() {
+            return None;
+        }
+        let (layout, chunk, len) = (
+            self.config.layout,
+            self.config.plan.segment_elems,
+            self.shape.len as usize,
+        );
+        let mut pieces = Vec::new();
+        for (segment, buffer) in self.buffers.iter().enumerate() {
+            let (piece, places) = layout.output_places(len, chunk, segment);
+            for (from, to) in places {
+                pieces.push((to, buffer.as_ref().slice(from..from + piece)?));
+            }
+        }
+        Some(pieces)
+    }
+
+    /// Elements of the whole result for this rank's input.
+    pub fn output_len_total(&self) -> usize {
+        self.config.layout.output_total(self.shape.len as usize)
     }
 
     /// Why the operation aborted, once it has.
@@ -210,15 +235,12 @@ impl<P: SegmentProtocol> Segmented<P> {
         }
     }
 
-    fn range(&self, segment: usize) -> std::ops::Range<usize> {
-        let len = self.shape.len as usize;
-        let start = segment
-            .saturating_mul(self.config.plan.segment_elems)
-            .min(len);
-        start
-            ..start
-                .saturating_add(self.config.plan.segment_elems)
-                .min(len)
+    /// Elements of `segment`'s result.
+    fn output_len(&self, segment: usize) -> usize {
+        let chunk = self.config.plan.segment_elems;
+        self.config
+            .layout
+            .output_len(self.shape.len as usize, chunk, segment)
     }
 
     fn on_start(&mut self, now: Time, data: ValuesRef<'_>, out: &mut Outbox) {
@@ -227,14 +249,20 @@ impl<P: SegmentProtocol> Segmented<P> {
             dtype: data.dtype(),
             len: data.len() as u64,
         };
-        let count = self.config.plan.segments(data.len());
+        let (layout, chunk) = (self.config.layout, self.config.plan.segment_elems);
+        let count = layout.segments(data.len(), chunk);
         self.slots.clear();
         self.slots.resize_with(count, || Slot::NotStarted);
         self.buffers.truncate(count);
         self.buffers.resize_with(count, || data.dtype().zeros(0));
         for segment in 0..count {
-            let part = data.slice(self.range(segment)).unwrap_or(ValuesRef::Empty);
-            self.buffers[segment].copy_from(part);
+            let buffer = &mut self.buffers[segment];
+            buffer.clear();
+            for range in layout.input_ranges(data.len(), chunk, segment) {
+                let part = data.slice(range).unwrap_or(ValuesRef::Empty);
+                let appended = buffer.extend_from(part);
+                debug_assert!(appended.is_ok(), "a buffer keeps its type");
+            }
         }
         self.phase = Phase::Running;
         let window = (self.config.plan.window.max(1) as usize).min(count);
@@ -308,7 +336,7 @@ impl<P: SegmentProtocol> Segmented<P> {
     }
 
     fn finish_segment(&mut self, now: Time, segment: usize, out: &mut Outbox) {
-        let range = self.range(segment);
+        let expected_len = self.output_len(segment);
         let dtype = self.shape.dtype;
         let Some(Slot::Running(protocol)) = self.slots.get_mut(segment) else {
             return;
@@ -330,7 +358,7 @@ impl<P: SegmentProtocol> Segmented<P> {
                     write_f64(buffer, 0, &self.scratch);
                 }
             }
-            let written = buffer.len() == range.len() && buffer.dtype() == dtype;
+            let written = buffer.len() == expected_len && buffer.dtype() == dtype;
             if !written {
                 // A protocol whose result does not fit its segment: never hand it to the user.
                 self.fail(AbortReason::Stopped, out);

@@ -8,7 +8,7 @@ use ftcoll_algos::corrected::{
 use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig, Placement};
 use ftcoll_algos::protocol::{Segmented, ShellConfig};
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
-use ftcoll_algos::ring::{prefer_ring, RingAllreduce, RingConfig};
+use ftcoll_algos::ring::{prefer_ring, RingAllreduce, RingConfig, RingMode};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
@@ -140,6 +140,7 @@ impl Communicator {
                 size: shell.size,
                 op: shell.reduce,
                 op_id: shell.op,
+                mode: RingMode::Allreduce,
             };
             match spare {
                 Some(mut ring) => {

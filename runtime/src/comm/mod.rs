@@ -20,6 +20,7 @@ mod job_channel;
 mod join;
 mod leave;
 mod run;
+mod typed;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;

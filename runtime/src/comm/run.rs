@@ -2,7 +2,7 @@
 //! cuts its vector into segments the transport's frames hold.
 
 use ftcoll_algos::protocol::{
-    AbortReason, Protocol, SegmentPlan, SegmentProtocol, Segmented, ShellConfig,
+    AbortReason, Layout, Protocol, SegmentPlan, SegmentProtocol, Segmented, ShellConfig,
 };
 use ftcoll_algos::values::{Dtype, Element};
 use ftcoll_algos::wire::HEADER_BYTES;
@@ -64,6 +64,7 @@ impl Communicator {
                 segment_elems: (room / elem).max(1),
                 window: self.env.segment_window,
             },
+            layout: Layout::Contiguous,
         })
     }
 
@@ -142,17 +143,34 @@ impl Communicator {
         data: &mut [T],
         inspect: impl FnOnce(&Segmented<P>, &mut Outcome),
     ) -> Result<(Outcome, bool), CommError> {
+        let ended = self.execute(protocol, T::view(data))?;
+        self.conclude(protocol, ended, data, inspect)
+    }
+
+    /// [`Communicator::run_collective_in`] with the input and the output apart (their lengths
+    /// may differ: a reduce-scatter's output is a block of its input).
+    pub(crate) fn run_collective_out<T: Element, P: SegmentProtocol>(
+        &mut self,
+        protocol: &mut Segmented<P>,
+        input: &[T],
+        output: &mut [T],
+    ) -> Result<(Outcome, bool), CommError> {
+        let ended = self.execute(protocol, T::view(input))?;
+        self.conclude(protocol, ended, output, |_, _| {})
+    }
+
+    /// Runs the operation to its end; says how it ended, with the ranks known failed then.
+    fn execute<P: SegmentProtocol>(
+        &mut self,
+        protocol: &mut Segmented<P>,
+        input: ftcoll_algos::ValuesRef<'_>,
+    ) -> Result<(OpEnd, crate::exec::OpStats, Vec<Rank>), CommError> {
         let op_index = self.ops;
         self.ops += 1;
         // One lock for the operation and the failures it ends with.
         let mut endpoint = self.endpoint();
-        let (end, stats) = endpoint.run(
-            protocol,
-            op_index,
-            op_index + 1,
-            T::view(data),
-            self.op_timeout,
-        )?;
+        let (end, stats) =
+            endpoint.run(protocol, op_index, op_index + 1, input, self.op_timeout)?;
         let failed = endpoint.failed();
         // No iterator to build in a failure-free job (this is the small-collective latency path).
         let excluded: Vec<Rank> = if failed.is_empty() {
@@ -160,7 +178,18 @@ impl Communicator {
         } else {
             failed.iter().copied().map(Rank).collect()
         };
-        drop(endpoint);
+        Ok((end, stats, excluded))
+    }
+
+    /// What an ended operation gives the caller: its result written into `data`, its outcome,
+    /// and whether it still owes peers answers.
+    fn conclude<T: Element, P: SegmentProtocol>(
+        &mut self,
+        protocol: &mut Segmented<P>,
+        (end, stats, excluded): (OpEnd, crate::exec::OpStats, Vec<Rank>),
+        data: &mut [T],
+        inspect: impl FnOnce(&Segmented<P>, &mut Outcome),
+    ) -> Result<(Outcome, bool), CommError> {
         match end {
             OpEnd::Completed => {
                 if protocol.has_result() {
@@ -203,24 +232,27 @@ impl Communicator {
         data: &mut [T],
     ) -> Result<(), CommError> {
         // Segment by segment, each straight from the buffer its protocol reduced in.
-        let typed = protocol.results().and_then(|parts| {
-            let mut at = 0;
-            for part in parts {
-                let part = T::cast(part)?;
-                data.get_mut(at..at + part.len())?.copy_from_slice(part);
-                at += part.len();
-            }
-            Some(at)
-        });
-        match typed {
-            Some(written) if written == data.len() => return Ok(()),
-            Some(written) => {
+        if let Some(pieces) = protocol.results() {
+            if protocol.output_len_total() != data.len() {
                 return Err(CommError::Shape {
                     expected: data.len(),
-                    got: written,
-                })
+                    got: protocol.output_len_total(),
+                });
             }
-            None => {}
+            let mut written = 0;
+            for (at, piece) in pieces {
+                let Some(piece) = T::cast(piece) else {
+                    break;
+                };
+                let Some(slot) = data.get_mut(at..at + piece.len()) else {
+                    break;
+                };
+                slot.copy_from_slice(piece);
+                written += piece.len();
+            }
+            if written == data.len() {
+                return Ok(());
+            }
         }
         let result = &mut self.result_scratch;
         protocol.estimate(result);

@@ -17,6 +17,7 @@ fn shell_config(rank: u32, size: u32, algo: Algorithm, plan: SegmentPlan) -> She
         op: OpId(1),
         reduce: ReduceOp::Sum,
         plan,
+        layout: Layout::Contiguous,
     }
 }
 
@@ -232,7 +233,7 @@ fn typed_results_come_back_segment_by_segment_without_a_copy_of_the_whole() {
         &mut out,
     );
     let mut joined = Values::I64(Vec::new());
-    for part in ours
+    for (_, part) in ours
         .results()
         .expect("a one-rank allreduce is done at once")
     {

@@ -1,0 +1,139 @@
+//! How a collective's vector maps to segments: which elements a segment takes as input, and
+//! where its result goes.
+
+use std::ops::Range;
+
+/// The shape of a collective's input and output, as the shell cuts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// Input and output are one vector of the same length (allreduce, broadcast): segment k is
+    /// elements `k·c ..` of it.
+    #[default]
+    Contiguous,
+    /// The input is N equal blocks and the output one block (reduce-scatter): segment k takes
+    /// chunk k of every block, and its result is chunk k of the output.
+    BlocksIn {
+        /// N.
+        blocks: u32,
+    },
+    /// The input is one block and the output N blocks (allgather): segment k takes chunk k of
+    /// the input, and its result holds chunk k of every block.
+    BlocksOut {
+        /// N.
+        blocks: u32,
+    },
+}
+
+impl Layout {
+    /// Elements of the chunk dimension: the whole vector, or one block of it.
+    fn span(self, input_len: usize) -> usize {
+        match self {
+            Layout::BlocksIn { blocks } => input_len / blocks.max(1) as usize,
+            Layout::Contiguous | Layout::BlocksOut { .. } => input_len,
+        }
+    }
+
+    /// Segments of an input of `input_len` elements cut in chunks of `chunk` (at least one).
+    pub fn segments(self, input_len: usize, chunk: usize) -> usize {
+        self.span(input_len).div_ceil(chunk.max(1)).max(1)
+    }
+
+    /// The chunk of segment `k` within the chunk dimension.
+    fn chunk(self, input_len: usize, chunk: usize, k: usize) -> Range<usize> {
+        let span = self.span(input_len);
+        let start = k.saturating_mul(chunk).min(span);
+        start..start.saturating_add(chunk).min(span)
+    }
+
+    /// The input ranges segment `k` takes, in order.
+    pub fn input_ranges(self, input_len: usize, chunk: usize, k: usize) -> Vec<Range<usize>> {
+        let part = self.chunk(input_len, chunk, k);
+        match self {
+            Layout::BlocksIn { blocks } => {
+                let span = self.span(input_len);
+                (0..blocks as usize)
+                    .map(|b| b * span + part.start..b * span + part.end)
+                    .collect()
+            }
+            Layout::Contiguous | Layout::BlocksOut { .. } => vec![part],
+        }
+    }
+
+    /// Elements of segment `k`'s result.
+    pub fn output_len(self, input_len: usize, chunk: usize, k: usize) -> usize {
+        let part = self.chunk(input_len, chunk, k).len();
+        match self {
+            Layout::BlocksOut { blocks } => part * blocks as usize,
+            Layout::Contiguous | Layout::BlocksIn { .. } => part,
+        }
+    }
+
+    /// Where segment `k`'s result goes: pairs of (offset in the result, offset in the output),
+    /// each `piece` elements long.
+    pub fn output_places(
+        self,
+        input_len: usize,
+        chunk: usize,
+        k: usize,
+    ) -> (usize, Vec<(usize, usize)>) {
+        let part = self.chunk(input_len, chunk, k);
+        match self {
+            Layout::BlocksOut { blocks } => {
+                let places = (0..blocks as usize)
+                    .map(|b| (b * part.len(), b * input_len + part.start))
+                    .collect();
+                (part.len(), places)
+            }
+            Layout::Contiguous | Layout::BlocksIn { .. } => (part.len(), vec![(0, part.start)]),
+        }
+    }
+
+    /// Elements of the whole output for an input of `input_len`.
+    pub fn output_total(self, input_len: usize) -> usize {
+        match self {
+            Layout::Contiguous => input_len,
+            Layout::BlocksIn { .. } => self.span(input_len),
+            Layout::BlocksOut { blocks } => input_len * blocks as usize,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_input_element_is_taken_once_and_every_output_element_written_once() {
+        for layout in [
+            Layout::Contiguous,
+            Layout::BlocksIn { blocks: 3 },
+            Layout::BlocksOut { blocks: 4 },
+        ] {
+            for (len, chunk) in [(0usize, 5usize), (12, 5), (30, 1), (30, 7), (30, 100)] {
+                let segments = layout.segments(len, chunk);
+                let mut taken = vec![0u32; len];
+                let mut written = vec![0u32; layout.output_total(len)];
+                for k in 0..segments {
+                    let ranges = layout.input_ranges(len, chunk, k);
+                    ranges
+                        .iter()
+                        .flat_map(|r| r.clone())
+                        .for_each(|i| taken[i] += 1);
+                    let (piece, places) = layout.output_places(len, chunk, k);
+                    let out_len = layout.output_len(len, chunk, k);
+                    assert_eq!(
+                        piece * places.len(),
+                        out_len,
+                        "{layout:?} {len} {chunk} {k}"
+                    );
+                    for (from, to) in places {
+                        assert!(from + piece <= out_len);
+                        (to..to + piece).for_each(|i| written[i] += 1);
+                    }
+                }
+                assert!(taken.iter().all(|&t| t == 1), "{layout:?} {len} {chunk}");
+                assert!(written.iter().all(|&w| w == 1), "{layout:?} {len} {chunk}");
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! The collectives beyond the allreduce, over vectors of any element type and length: the
+//! out-of-place allreduce, reduce-scatter, allgather and barrier. The first three go around
+//! the ring ([`ftcoll_algos::ring`]), cut into segments by the operation shell; none is fault
+//! tolerant (a failure during the call is `CommError::PeerFailed` at every survivor).
+
+use ftcoll_algos::protocol::{Layout, Segmented, ShellConfig};
+use ftcoll_algos::ring::{RingAllreduce, RingConfig, RingMode};
+use ftcoll_algos::values::Element;
+use ftcoll_algos::{Algorithm, ReduceOp};
+
+use super::collectives::Outcome;
+use super::run::Slack;
+use super::{CommError, Communicator};
+
+impl Communicator {
+    /// Allreduce of `input` into `output` (the same length), leaving `input` as it is.
+    pub fn allreduce_into<T: Element>(
+        &mut self,
+        input: &[T],
+        output: &mut [T],
+        op: ReduceOp,
+    ) -> Result<Outcome, CommError> {
+        if input.len() != output.len() {
+            return Err(CommError::Shape {
+                expected: output.len(),
+                got: input.len(),
+            });
+        }
+        output.copy_from_slice(input);
+        self.allreduce(output, op)
+    }
+
+    /// Reduce-scatter of equal blocks: `input` is N blocks of `output.len()` elements; rank r
+    /// gets block r of the reduction in `output` (MPI's `MPI_Reduce_scatter_block`).
+    pub fn reduce_scatter_block<T: Element>(
+        &mut self,
+        input: &[T],
+        output: &mut [T],
+        op: ReduceOp,
+    ) -> Result<Outcome, CommError> {
+        let n = self.size() as usize;
+        if input.len() != n * output.len() {
+            return Err(CommError::Config(format!(
+                "reduce_scatter_block takes {n} blocks of the output's {} elements, got {}; pass an input {n} times the output",
+                output.len(),
+                input.len()
+            )));
+        }
+        self.ring_collective(RingMode::ReduceScatter, op, input, output)
+    }
+
+    /// Allgather: every rank's `input` (the same length everywhere) into `output`, N blocks in
+    /// rank order.
+    pub fn allgather<T: Element>(
+        &mut self,
+        input: &[T],
+        output: &mut [T],
+    ) -> Result<Outcome, CommError> {
+        let n = self.size() as usize;
+        if output.len() != n * input.len() {
+            return Err(CommError::Config(format!(
+                "allgather fills an output of {n} blocks of the input's {} elements, got {}; pass an output {n} times the input",
+                input.len(),
+                output.len()
+            )));
+        }
+        self.ring_collective(RingMode::Allgather, ReduceOp::Sum, input, output)
+    }
+
+    /// Returns once every rank has called it: a recursive-doubling exchange of nothing.
+    pub fn barrier(&mut self) -> Result<(), CommError> {
+        let mut nothing: [u64; 0] = [];
+        self.allreduce_rdb(&mut nothing, ReduceOp::BitOr)
+            .map(|_| ())
+    }
+
+    fn ring_collective<T: Element>(
+        &mut self,
+        mode: RingMode,
+        op: ReduceOp,
+        input: &[T],
+        output: &mut [T],
+    ) -> Result<Outcome, CommError> {
+        let mut shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, Slack::NONE)?;
+        let blocks = self.size();
+        // Each frame carries one chunk of one block.
+        shell.layout = match mode {
+            RingMode::ReduceScatter => Layout::BlocksIn { blocks },
+            RingMode::Allgather => Layout::BlocksOut { blocks },
+            RingMode::Allreduce => Layout::Contiguous,
+        };
+        let make = move |shell: &ShellConfig, _, spare: Option<RingAllreduce>| {
+            let config = RingConfig {
+                rank: shell.rank,
+                size: shell.size,
+                op: shell.reduce,
+                op_id: shell.op,
+                mode,
+            };
+            match spare {
+                Some(mut ring) => {
+                    ring.restart(config);
+                    ring
+                }
+                None => RingAllreduce::new(config),
+            }
+        };
+        let mut protocol = Segmented::new(shell, Box::new(make));
+        let (outcome, owes_peers) = self.run_collective_out(&mut protocol, input, output)?;
+        if owes_peers {
+            self.endpoint().linger(self.ops, Box::new(protocol));
+        }
+        Ok(outcome)
+    }
+}
