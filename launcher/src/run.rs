@@ -475,6 +475,7 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
         data_from_args(args)?
     };
     check_dtype(args, algo, op)?;
+    check_whole_vector(args, algo, transport)?;
     let spec = builtin_spec(args, transport, faults, console)?;
     if console {
         let (info, inputs) = console_job(args, &spec, op, input);
@@ -529,6 +530,40 @@ fn run_program(
     outcome.print_failures();
     if !outcome.failures.is_empty() || outcome.timed_out {
         bail!("{} of {} ranks failed", outcome.failures.len(), args.n);
+    }
+    Ok(())
+}
+
+/// Whether `--len` fits an algorithm that carries its vector in one frame (the fault-tolerant
+/// ones), on shared memory or TCP; checked before any rank starts, as each rank would refuse.
+fn check_whole_vector(
+    args: &RunArgs,
+    algo: Algorithm,
+    transport: TransportKind,
+) -> anyhow::Result<()> {
+    if algo.descriptor().payload.segmented || algo.kind() == Kind::Agreement {
+        return Ok(());
+    }
+    let frame = match transport {
+        TransportKind::Shm => {
+            let lane = std::env::var("FTCOLL_SHM_LANE_BYTES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| ftcoll_runtime::transport::shm::default_lane_bytes(args.n));
+            ftcoll_runtime::transport::shm::ring::max_frame_bytes(lane as usize)
+        }
+        TransportKind::Tcp => ftcoll_runtime::transport::network_max_frame_bytes(),
+        // UCX and libfabric report their limit in the rank; it refuses with a typed error.
+        _ => return Ok(()),
+    };
+    let slack = ftcoll_algos::wire::HEADER_BYTES + 4 * args.n as usize + 64 + 8;
+    let most = frame.saturating_sub(slack) / 8;
+    if args.len > most {
+        bail!(
+            "{algo} carries its vector in one frame: at most {most} elements over {transport} with {} ranks, not --len {}; lower --len or use --algo rdb, direct or ring",
+            args.n,
+            args.len
+        );
     }
     Ok(())
 }

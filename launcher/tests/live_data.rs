@@ -135,6 +135,24 @@ fn a_dtype_an_algorithm_cannot_reduce_is_one_line_before_anything_starts() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("does not apply to i32"), "{stderr}");
     let out = common::launcher()
+        .args([
+            "-n",
+            "4",
+            "--algo",
+            "ftco-allreduce",
+            "--len",
+            "10000000",
+            "--no-tui",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("carries its vector in one frame"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let out = common::launcher()
         .args(["-n", "2", "--dtype", "f16", "--no-tui"])
         .output()
         .unwrap();
