@@ -219,6 +219,9 @@ pub struct RunArgs {
     /// LogP gap g in steps.
     #[arg(long, default_value_t = 1)]
     pub gap: u64,
+    /// LogGP's G: steps per MiB a sender spends on a message (0: message size is free).
+    #[arg(long, default_value_t = 0)]
+    pub gap_per_mib: u64,
     /// Failure detector of the simulator: perfect:DELAY or timeout:PERIOD,TIMEOUT (steps).
     #[arg(long, default_value = "perfect:0")]
     pub detector: String,

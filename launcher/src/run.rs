@@ -144,7 +144,7 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     }
     spec.validate().map_err(flag_error)?;
     let cost = match args.cost.as_str() {
-        "logp" => CostModel::logp(args.latency, args.overhead, args.gap),
+        "logp" => CostModel::loggp(args.latency, args.overhead, args.gap, args.gap_per_mib),
         "rounds" => CostModel::rounds(),
         other => bail!("unknown cost model '{other}'; use logp or rounds"),
     };

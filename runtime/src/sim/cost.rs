@@ -20,6 +20,9 @@ pub struct CostModel {
     pub overhead_steps: u64,
     /// Minimum gap g between consecutive sends of one rank, in steps.
     pub gap_steps: u64,
+    /// LogGP's G: steps a sender spends per MiB of a message beyond the first byte (0: the
+    /// size of a message costs nothing, plain LogP).
+    pub gap_per_mib_steps: u64,
 }
 
 impl Default for CostModel {
@@ -35,6 +38,7 @@ impl CostModel {
             latency_steps,
             overhead_steps,
             gap_steps,
+            gap_per_mib_steps: 0,
         }
     }
 
@@ -43,9 +47,23 @@ impl CostModel {
         CostModel::logp(1, 0, 0)
     }
 
+    /// LogGP: LogP plus `gap_per_mib_steps` per MiB of each message.
+    pub fn loggp(latency: u64, overhead: u64, gap: u64, gap_per_mib: u64) -> CostModel {
+        CostModel {
+            gap_per_mib_steps: gap_per_mib,
+            ..CostModel::logp(latency, overhead, gap)
+        }
+    }
+
     /// Steps between consecutive sends of one rank.
     pub fn send_spacing(&self) -> u64 {
         self.overhead_steps.max(self.gap_steps)
+    }
+
+    /// Steps a sender spends on a message of `bytes` beyond [`CostModel::send_spacing`]
+    /// (rounded up: a byte more never costs less).
+    pub fn bytes_steps(&self, bytes: usize) -> u64 {
+        (self.gap_per_mib_steps as u128 * bytes as u128).div_ceil(1 << 20) as u64
     }
 
     /// The cost of one pairwise exchange round: `L + 2o`.

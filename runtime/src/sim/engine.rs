@@ -574,7 +574,7 @@ impl<P: Protocol> Simulation<P> {
             let Some((to, words, len)) = outbox.send_words_at(i) else {
                 continue;
             };
-            departure += spacing;
+            departure += spacing + cost.bytes_steps(len) * slow;
             self.report.messages += 1;
             assert!(
                 to.0 < self.report.n,
