@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bits;
+pub mod chain;
 pub mod corrected;
 pub mod direct;
 pub mod era;

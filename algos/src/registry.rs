@@ -67,6 +67,10 @@ pub enum Algorithm {
     Direct = 17,
     /// Ring allreduce: reduce-scatter then allgather, the bandwidth-optimal one.
     Ring = 18,
+    /// Pipelined chain broadcast.
+    ChainBcast = 19,
+    /// Pipelined chain reduce.
+    ChainReduce = 20,
 }
 
 /// Which state machine runs an algorithm, with what it needs to be built. Drivers match on this
@@ -82,6 +86,8 @@ pub enum Kind {
     Direct,
     /// [`crate::ring::RingAllreduce`].
     Ring,
+    /// [`crate::chain::Chain`] running this collective.
+    Chain(crate::chain::ChainMode),
     /// [`crate::gossip::Gossip`] with this rule.
     Gossip {
         /// The update rule.
@@ -312,6 +318,28 @@ const DIRECT: Descriptor = Descriptor {
     payload: ANY_NUMERIC_SEGMENTED,
 };
 
+const CHAIN_BCAST: Descriptor = Descriptor {
+    name: "chain-bcast",
+    summary: "pipelined chain broadcast from rank 0: every rank receives and sends the vector once",
+    paper: Paper::Classic,
+    kind: Kind::Chain(crate::chain::ChainMode::Bcast),
+    runs: BOTH,
+    tolerates: NONE,
+    operators: Operators::Ignored,
+    payload: ANY_NUMERIC_SEGMENTED,
+};
+
+const CHAIN_REDUCE: Descriptor = Descriptor {
+    name: "chain-reduce",
+    summary: "pipelined chain reduce to rank 0: every rank receives and sends the vector once",
+    paper: Paper::Classic,
+    kind: Kind::Chain(crate::chain::ChainMode::Reduce),
+    runs: BOTH,
+    tolerates: NONE,
+    operators: Operators::Arithmetic,
+    payload: ANY_NUMERIC_SEGMENTED,
+};
+
 const RING: Descriptor = Descriptor {
     name: "ring",
     summary: "ring allreduce: reduce-scatter then allgather, 2(N-1)/N of the vector per rank",
@@ -468,11 +496,13 @@ const ERA_AGREE: Descriptor = Descriptor {
 
 impl Algorithm {
     /// All algorithms, in the order of the table.
-    pub const ALL: [Algorithm; 18] = [
+    pub const ALL: [Algorithm; 20] = [
         Algorithm::Rdb,
         Algorithm::Ardb,
         Algorithm::Direct,
         Algorithm::Ring,
+        Algorithm::ChainBcast,
+        Algorithm::ChainReduce,
         Algorithm::Ps,
         Algorithm::Pf,
         Algorithm::Pflc,
@@ -496,6 +526,8 @@ impl Algorithm {
             Algorithm::Ardb => ARDB,
             Algorithm::Direct => DIRECT,
             Algorithm::Ring => RING,
+            Algorithm::ChainBcast => CHAIN_BCAST,
+            Algorithm::ChainReduce => CHAIN_REDUCE,
             Algorithm::Ps => PS,
             Algorithm::Pf => PF,
             Algorithm::Pflc => PFLC,
@@ -556,6 +588,8 @@ impl Algorithm {
             16 => EraAgree,
             17 => Direct,
             18 => Ring,
+            19 => ChainBcast,
+            20 => ChainReduce,
             _ => return None,
         })
     }
@@ -567,6 +601,7 @@ impl Algorithm {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::Chain(_)
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
             | Kind::Agreement => None,
@@ -580,6 +615,7 @@ impl Algorithm {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::Chain(_)
             | Kind::Corrected(_)
             | Kind::Ftco(_)
             | Kind::Agreement => None,
@@ -607,6 +643,7 @@ impl Algorithm {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::Chain(_)
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
             | Kind::Agreement => None,
@@ -659,7 +696,7 @@ mod tests {
                 Kind::RecursiveDoubling { approximate } => {
                     assert_eq!(d.payload.segmented, !approximate, "{algo}")
                 }
-                Kind::Direct | Kind::Ring => {
+                Kind::Direct | Kind::Ring | Kind::Chain(_) => {
                     assert!(d.payload.segmented, "{algo}: takes any length")
                 }
                 Kind::Corrected(_) | Kind::Agreement => {}

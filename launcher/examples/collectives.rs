@@ -5,7 +5,7 @@
 //! ```
 //!
 //! `allreduce_into` over `i64`, `reduce_scatter_block` over `u32` and `f64`, `allgather` over
-//! `i32` and `f32`, then a barrier; blocks of `len` elements. A rank exits non-zero if any
+//! `i32` and `f32`, `bcast` over `u64`, `reduce` over `f32`, then a barrier; blocks of `len` elements. A rank exits non-zero if any
 //! result differs from the one it computes itself from every rank's (deterministic) input.
 
 use std::process::ExitCode;
@@ -103,6 +103,33 @@ fn run(len: usize) -> Result<(), CommError> {
             .any(|(&x, i)| x != (input(r, i) % 4096) as f32)
     }) {
         return Err(wrong("allgather (f32)", rank));
+    }
+
+    // Broadcast from the last rank, reduce (max) to rank 1 mod N.
+    let root = n - 1;
+    let mut vector: Vec<u64> = (0..len).map(|i| u64::from(input(rank, i))).collect();
+    comm.bcast(&mut vector, root)?;
+    if vector
+        .iter()
+        .zip(0..)
+        .any(|(&x, i)| x != u64::from(input(root, i)))
+    {
+        return Err(wrong("bcast (u64)", rank));
+    }
+    let target = 1 % n;
+    let mut vector: Vec<f32> = (0..len).map(|i| (input(rank, i) % 512) as f32).collect();
+    comm.reduce(&mut vector, ReduceOp::Max, target)?;
+    let want: Vec<f32> = (0..len)
+        .map(|i| {
+            ranks
+                .clone()
+                .map(|r| (input(r, i) % 512) as f32)
+                .fold(0.0, f32::max)
+        })
+        .collect();
+    let own: Vec<f32> = (0..len).map(|i| (input(rank, i) % 512) as f32).collect();
+    if (rank == target && vector != want) || (rank != target && vector != own) {
+        return Err(wrong("reduce (f32, max)", rank));
     }
 
     comm.barrier()?;

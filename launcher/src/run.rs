@@ -3,6 +3,7 @@
 use std::fs;
 
 use anyhow::{bail, Context};
+use ftcoll_algos::chain::ChainMode;
 use ftcoll_algos::ftco::Collective;
 use ftcoll_algos::ftco::FtcoOptions;
 use ftcoll_algos::topology::Topology;
@@ -614,12 +615,15 @@ fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
             1
         },
         expected: match algo.kind() {
-            Kind::Corrected(Collective::Bcast) | Kind::Ftco(Collective::Bcast) => {
-                Expected::RootInput
-            }
+            Kind::Corrected(Collective::Bcast)
+            | Kind::Ftco(Collective::Bcast)
+            | Kind::Chain(ChainMode::Bcast) => Expected::RootInput,
             Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement => Expected::SurvivorsAggregate,
             Kind::Gossip { .. } => Expected::Survivors,
-            Kind::RecursiveDoubling { .. } | Kind::Direct | Kind::Ring => Expected::Aggregate,
+            Kind::RecursiveDoubling { .. }
+            | Kind::Direct
+            | Kind::Ring
+            | Kind::Chain(ChainMode::Reduce) => Expected::Aggregate,
         },
         eps: is_gossip.then(|| {
             let mut spec = JobSpec::new(algo, args.n);

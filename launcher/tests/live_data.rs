@@ -42,6 +42,8 @@ fn vectors_many_lanes_long_are_exact_with_every_allreduce_and_type() {
         ("direct", "f32"),
         ("rdb", "i64"),
         ("ring", "u32"),
+        ("chain-bcast", "i64"),
+        ("chain-reduce", "f32"),
     ] {
         let args = [
             "-n", "3", "--algo", algo, "--dtype", dtype, "--len", "300000", "--ops", "2",

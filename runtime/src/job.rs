@@ -1,6 +1,7 @@
 //! Jobs: which algorithm of the registry ([`Algorithm`]) to run over which ranks, with which
 //! typed options, and the per-family constructors of its state machines.
 
+use ftcoll_algos::chain::{Chain, ChainConfig, ChainMode};
 use ftcoll_algos::corrected::{
     AllreduceConfig, BcastConfig, CorrectedAllreduce, CorrectedBcast, CorrectedReduce, Correction,
     FailureInfo, ReduceConfig,
@@ -208,16 +209,19 @@ impl JobSpec {
         }
         let fully_connected = matches!(self.topology, None | Some(Topology::FullyConnected { .. }));
         match algo.kind() {
-            Kind::RecursiveDoubling { .. } | Kind::Direct | Kind::Ring => match self.topology {
-                None | Some(Topology::FullyConnected { .. }) | Some(Topology::Hypercube { .. }) => {
+            Kind::RecursiveDoubling { .. } | Kind::Direct | Kind::Ring | Kind::Chain(_) => {
+                match self.topology {
+                    None
+                    | Some(Topology::FullyConnected { .. })
+                    | Some(Topology::Hypercube { .. }) => {}
+                    Some(other) => {
+                        return Err(JobError::TopologyUnsupported {
+                            algo,
+                            topology: other.name(),
+                        })
+                    }
                 }
-                Some(other) => {
-                    return Err(JobError::TopologyUnsupported {
-                        algo,
-                        topology: other.name(),
-                    })
-                }
-            },
+            }
             Kind::Corrected(collective) => {
                 if collective != Collective::Bcast && self.n < self.tolerate.saturating_add(2) {
                     return Err(JobError::TooFewRanks {
@@ -413,6 +417,18 @@ impl JobSpec {
         })
     }
 
+    /// Rank `rank`'s chain broadcast from or reduce to rank 0.
+    pub fn chain(&self, rank: Rank, op_id: OpId, mode: ChainMode) -> Chain {
+        Chain::new(ChainConfig {
+            rank,
+            size: self.n,
+            root: Rank(0),
+            op: self.op,
+            op_id,
+            mode,
+        })
+    }
+
     /// Rank `rank`'s corrected reduce to rank 0.
     pub fn corrected_reduce(&self, rank: Rank, op_id: OpId) -> CorrectedReduce {
         let mut config = ReduceConfig::new(rank, self.n, self.op, op_id, self.tolerate, Rank(0));
@@ -504,13 +520,16 @@ impl JobSpec {
     /// inputs: rank 0's input for a broadcast, the failure-free decision for an agreement.
     pub fn expected_override(&self, inputs: &[f64]) -> Option<Vec<f64>> {
         match self.algo.kind() {
-            Kind::Corrected(Collective::Bcast) | Kind::Ftco(Collective::Bcast) => {
+            Kind::Corrected(Collective::Bcast)
+            | Kind::Ftco(Collective::Bcast)
+            | Kind::Chain(ChainMode::Bcast) => {
                 Some(inputs[..self.input_len.min(inputs.len())].to_vec())
             }
             Kind::Agreement => Some(self.era_expected().iter().map(|w| *w as f64).collect()),
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::Chain(ChainMode::Reduce)
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
             | Kind::Ftco(_) => None,
@@ -540,6 +559,12 @@ pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError
         }
         Kind::Ring => {
             let ranks = (0..spec.n).map(|r| spec.ring(Rank(r), op_id)).collect();
+            run(config, ranks, inputs, spec)
+        }
+        Kind::Chain(mode) => {
+            let ranks = (0..spec.n)
+                .map(|r| spec.chain(Rank(r), op_id, mode))
+                .collect();
             run(config, ranks, inputs, spec)
         }
         Kind::Corrected(Collective::Reduce) => {
@@ -602,6 +627,11 @@ pub fn stepped_simulation(
         Kind::RecursiveDoubling { .. } => boxed(spec.rdb_ranks(op_id)),
         Kind::Direct => boxed((0..spec.n).map(|r| spec.direct(Rank(r), op_id)).collect()),
         Kind::Ring => boxed((0..spec.n).map(|r| spec.ring(Rank(r), op_id)).collect()),
+        Kind::Chain(mode) => boxed(
+            (0..spec.n)
+                .map(|r| spec.chain(Rank(r), op_id, mode))
+                .collect(),
+        ),
         Kind::Corrected(Collective::Reduce) => boxed(
             (0..spec.n)
                 .map(|r| spec.corrected_reduce(Rank(r), op_id))

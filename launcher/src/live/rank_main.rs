@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
+use ftcoll_algos::chain::ChainMode;
 use ftcoll_algos::corrected::{Correction, FailureInfo};
 use ftcoll_algos::ftco::{Collective as FtcoCollective, ServiceDistance};
 use ftcoll_algos::topology::TreeShape;
@@ -216,6 +217,10 @@ enum Collective {
     Ring,
     /// `Communicator::allreduce`: the library's pick by size.
     Pick,
+    /// The pipelined chain broadcast from rank 0.
+    ChainBcast,
+    /// The pipelined chain reduce to rank 0.
+    ChainReduce,
     CorrectedAllreduce(CorrectedOptions),
     CorrectedReduce(CorrectedOptions),
     CorrectedBcast(CorrectedOptions),
@@ -242,6 +247,8 @@ impl Collective {
             Kind::RecursiveDoubling { .. } => Collective::Rdb,
             Kind::Direct => Collective::Direct,
             Kind::Ring => Collective::Ring,
+            Kind::Chain(ChainMode::Bcast) => Collective::ChainBcast,
+            Kind::Chain(ChainMode::Reduce) => Collective::ChainReduce,
             Kind::Corrected(FtcoCollective::Allreduce) => Collective::CorrectedAllreduce(options),
             Kind::Corrected(FtcoCollective::Reduce) => Collective::CorrectedReduce(options),
             Kind::Corrected(FtcoCollective::Bcast) => Collective::CorrectedBcast(options),
@@ -302,6 +309,11 @@ impl Collective {
             Collective::Direct => Some(on_slice!(data, s => comm.allreduce_direct(s, op))),
             Collective::Ring => Some(on_slice!(data, s => comm.allreduce_ring(s, op))),
             Collective::Pick => Some(on_slice!(data, s => comm.allreduce(s, op))),
+            Collective::ChainBcast => Some(on_slice!(data, s => comm.bcast(s, 0))),
+            Collective::ChainReduce => {
+                let outcome = on_slice!(data, s => comm.reduce(s, op, 0))?;
+                return Ok((outcome, root_only));
+            }
             _ => None,
         };
         if let Some(result) = typed {
@@ -319,7 +331,12 @@ impl Collective {
                 Some(call) => Ok((comm.gossip(data, op, call)?, true)),
                 None => Err(CommError::Config("gossip job without its options".into())),
             },
-            Collective::Rdb | Collective::Direct | Collective::Ring | Collective::Pick => {
+            Collective::Rdb
+            | Collective::Direct
+            | Collective::Ring
+            | Collective::Pick
+            | Collective::ChainBcast
+            | Collective::ChainReduce => {
                 unreachable!("typed collectives returned above")
             }
             Collective::CorrectedAllreduce(o) => Ok((comm.corrected_allreduce(data, op, o)?, true)),

@@ -1,8 +1,10 @@
 //! The collectives beyond the allreduce, over vectors of any element type and length: the
-//! out-of-place allreduce, reduce-scatter, allgather and barrier. The first three go around
-//! the ring ([`ftcoll_algos::ring`]), cut into segments by the operation shell; none is fault
-//! tolerant (a failure during the call is `CommError::PeerFailed` at every survivor).
+//! out-of-place allreduce, reduce-scatter, allgather, broadcast, reduce and barrier. The
+//! reduce-scatter and allgather go around the ring ([`ftcoll_algos::ring`]), the broadcast
+//! and reduce down and up a chain ([`ftcoll_algos::chain`]), cut into pipelined segments by the
+//! operation shell; none is fault tolerant (a failure during the call is `CommError::PeerFailed` at every survivor).
 
+use ftcoll_algos::chain::{Chain, ChainConfig, ChainMode};
 use ftcoll_algos::protocol::{Layout, Segmented, ShellConfig};
 use ftcoll_algos::ring::{RingAllreduce, RingConfig, RingMode};
 use ftcoll_algos::values::Element;
@@ -65,6 +67,61 @@ impl Communicator {
             )));
         }
         self.ring_collective(RingMode::Allgather, ReduceOp::Sum, input, output)
+    }
+
+    /// Broadcast of `root`'s `data` to every rank, down a pipelined chain (every rank passes
+    /// the same length; the non-roots' contents are overwritten).
+    pub fn bcast<T: Element>(&mut self, data: &mut [T], root: u32) -> Result<Outcome, CommError> {
+        self.chain_collective(ChainMode::Bcast, ReduceOp::Sum, data, root)
+    }
+
+    /// Reduce of every rank's `data` to `root`, up a pipelined chain: at the root `data`
+    /// becomes the result, elsewhere it is left as it was.
+    pub fn reduce<T: Element>(
+        &mut self,
+        data: &mut [T],
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<Outcome, CommError> {
+        self.chain_collective(ChainMode::Reduce, op, data, root)
+    }
+
+    fn chain_collective<T: Element>(
+        &mut self,
+        mode: ChainMode,
+        op: ReduceOp,
+        data: &mut [T],
+        root: u32,
+    ) -> Result<Outcome, CommError> {
+        if root >= self.size() {
+            return Err(CommError::Config(format!(
+                "root {root} is not a rank of this communicator of {}",
+                self.size()
+            )));
+        }
+        let algo = match mode {
+            ChainMode::Bcast => Algorithm::ChainBcast,
+            ChainMode::Reduce => Algorithm::ChainReduce,
+        };
+        let shell = self.shell_config(algo, op, T::DTYPE, Slack::NONE)?;
+        let make = move |shell: &ShellConfig, _, spare: Option<Chain>| {
+            let config = ChainConfig {
+                rank: shell.rank,
+                size: shell.size,
+                root: ftcoll_algos::Rank(root),
+                op: shell.reduce,
+                op_id: shell.op,
+                mode,
+            };
+            match spare {
+                Some(mut chain) => {
+                    chain.restart(config);
+                    chain
+                }
+                None => Chain::new(config),
+            }
+        };
+        self.run_collective(shell, make, data)
     }
 
     /// Returns once every rank has called it: a recursive-doubling exchange of nothing.
