@@ -13,7 +13,7 @@
 //! | `flip-msg:rank=R,bit=B[,elem=E][,nth=K][,at=T]` | flip bit B of payload element E of the K-th message rank R sends (K from 0; or the first sent at or after T) |
 //! | `flip-msg:rank=R,raw=B[,nth=K][,at=T]` | flip bit B of the whole encoded frame, header included |
 //! | `flip-state:rank=R,bit=B,var=value\|weight\|flow:P[,elem=E][,at=T]` | flip bit B of a state variable of rank R at time T |
-//! | `flip-rate:[rank=R\|all,]rate=P` | after each message a rank sends, with probability P, flip a random bit of one of its flow variables (000 Sec. 4.4.5) |
+//! | `flip-rate:[rank=R\|rank=all\|all,]rate=P` | after each message a rank sends, with probability P, flip a random bit of one of its flow variables (000 Sec. 4.4.5) |
 //! | `drop:rank=R\|all,rate=P` | lose each message rank R (or any rank) sends with probability P |
 //! | `cut:link=R-S[,at=T]` | from time T, every message between R and S is lost, both ways |
 //! | `slow:rank=R,factor=F[,at=T]` | rank R's per-message CPU cost is F times the normal from T on |
@@ -280,8 +280,17 @@ fn parse_flip_state(rest: &str) -> Result<FaultSpec, FaultSpecError> {
     })
 }
 
+/// A bare `all` item, as in `flip-rate:all,rate=P`, spelled `rank=all`.
+fn bare_all(rest: &str) -> String {
+    rest.split(',')
+        .map(|item| if item == "all" { "rank=all" } else { item })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// `drop:...`.
 fn parse_drop(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let rest = &bare_all(rest);
     let f = Fields::parse("drop", rest)?;
     f.only(&["rank", "rate"])?;
     let example = "drop:rank=all,rate=0.01";
@@ -297,6 +306,7 @@ fn parse_drop(rest: &str) -> Result<FaultSpec, FaultSpecError> {
 
 /// `flip-rate:...`.
 fn parse_flip_rate(rest: &str) -> Result<FaultSpec, FaultSpecError> {
+    let rest = &bare_all(rest);
     let f = Fields::parse("flip-rate", rest)?;
     f.only(&["rank", "rate"])?;
     let example = "flip-rate:rank=all,rate=0.0001";
@@ -496,6 +506,8 @@ mod tests {
             "flip-state:rank=2,var=value,bit=1,elem=3",
             "flip-state:rank=2,var=weight,bit=1",
             "flip-rate:rate=0.0001",
+            "flip-rate:all,rate=0.0001",
+            "drop:all,rate=0.5",
             "flip-rate:rank=4,rate=0.5",
             "drop:rank=all,rate=0.25",
             "drop:rank=3,rate=0",
