@@ -24,7 +24,8 @@ use clap::Args;
 pub struct BenchArgs {
     /// What to measure: `sim` (simulator events per second and bytes per rank), `allreduce`
     /// (allreduce time and bandwidth over `--bytes` on real processes, beside Open MPI and
-    /// MPICH and the machine's memcpy), `corrected`
+    /// MPICH and the machine's memcpy), `bcast` and `reduce` (the same for the broadcast from
+    /// and reduce to rank 0), `corrected`
     /// (corrected-tree allreduce beside rdb, with dead ranks), or `era` (agreement latency
     /// beside the allreduce and ULFM, and the cost of a failure by the failed rank's role), or
     /// `ftco` (FTCO allreduce with offline faults, 004 Table 1, and against the ULFM way,
@@ -117,14 +118,16 @@ struct SimBenchJson {
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     match args.name.as_str() {
         "sim" => bench_sim(args),
-        "allreduce" => sweep::run(args),
+        "allreduce" => sweep::run(args, sweep::Swept::Allreduce),
+        "bcast" => sweep::run(args, sweep::Swept::Bcast),
+        "reduce" => sweep::run(args, sweep::Swept::Reduce),
         "corrected" => corrected::run(args),
         "era" => era::run(args),
         "ftco" => ftco::run(args),
         "console" => console::run(args),
         "transport" => transport::run(args),
         other => {
-            bail!("unknown benchmark '{other}'; available: sim, allreduce, corrected, era, ftco, console, transport")
+            bail!("unknown benchmark '{other}'; available: sim, allreduce, bcast, reduce, corrected, era, ftco, console, transport")
         }
     }
 }

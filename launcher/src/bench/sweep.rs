@@ -1,5 +1,5 @@
-//! `ftcoll-launch bench allreduce`: an allreduce of doubles at every size of `--bytes` and
-//! every rank count of `--sizes`, ftcoll beside Open MPI and MPICH in the same run, in the
+//! `ftcoll-launch bench allreduce` (and `bcast`, `reduce`): a collective of doubles at every
+//! size of `--bytes` and every rank count of `--sizes`, ftcoll beside Open MPI and MPICH in the same run, in the
 //! style of the OSU micro-benchmarks and nccl-tests: per size the median and p99 time of the
 //! slowest rank, algbw (bytes / time) and busbw (2(n − 1)/n × bytes / time, what each rank's
 //! link carries), and the machine's `memcpy` bandwidth measured in the same run as the limit.
@@ -30,6 +30,35 @@ const MIN_ITERS: u32 = 10;
 /// Largest vector the sweep takes (2^27 doubles per rank).
 const MAX_BYTES: u64 = 1 << 30;
 
+/// The collective a sweep times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Swept {
+    /// `MPI_Allreduce`; ftcoll's library pick or `--algo`.
+    Allreduce,
+    /// `MPI_Bcast` from rank 0; ftcoll's pipelined chain.
+    Bcast,
+    /// `MPI_Reduce` to rank 0; ftcoll's pipelined chain.
+    Reduce,
+}
+
+impl Swept {
+    fn name(self) -> &'static str {
+        match self {
+            Swept::Allreduce => "allreduce",
+            Swept::Bcast => "bcast",
+            Swept::Reduce => "reduce",
+        }
+    }
+
+    /// busbw / algbw: what each rank's link carries per byte of the vector (nccl-tests' factor).
+    fn bus_factor(self, n: u32) -> f64 {
+        match self {
+            Swept::Allreduce if n > 1 => 2.0 * f64::from(n - 1) / f64::from(n),
+            Swept::Allreduce | Swept::Bcast | Swept::Reduce => 1.0,
+        }
+    }
+}
+
 /// One row of the sweep (the `--json` output).
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepRow {
@@ -58,16 +87,18 @@ pub struct SweepRow {
 }
 
 impl SweepRow {
-    fn timed(implementation: &str, n: u32, bytes: u64, median: f64, p99: f64) -> SweepRow {
+    fn timed(
+        what: Swept,
+        implementation: &str,
+        n: u32,
+        bytes: u64,
+        (median, p99): (f64, f64),
+    ) -> SweepRow {
         let algbw = bytes as f64 / (median * 1e3);
-        let factor = if n > 1 {
-            2.0 * f64::from(n - 1) / f64::from(n)
-        } else {
-            1.0
-        };
+        let factor = what.bus_factor(n);
         SweepRow {
             implementation: implementation.into(),
-            op: "allreduce",
+            op: what.name(),
             n,
             bytes,
             median_us: Some(median),
@@ -79,10 +110,10 @@ impl SweepRow {
         }
     }
 
-    fn failed(implementation: &str, n: u32, bytes: u64, why: String) -> SweepRow {
+    fn failed(what: Swept, implementation: &str, n: u32, bytes: u64, why: String) -> SweepRow {
         SweepRow {
             implementation: implementation.into(),
-            op: "allreduce",
+            op: what.name(),
             n,
             bytes,
             median_us: None,
@@ -187,12 +218,24 @@ fn memcpy_row(bytes: u64) -> SweepRow {
         })
         .collect();
     micros.sort_by(f64::total_cmp);
-    let mut row = SweepRow::timed("memcpy", 1, len as u64, micros[4], micros[8]);
+    let mut row = SweepRow::timed(
+        Swept::Bcast,
+        "memcpy",
+        1,
+        len as u64,
+        (micros[4], micros[8]),
+    );
     row.op = "memcpy";
     row
 }
 
-fn mpi_row(lib: &MpiLibrary, binary: &Path, n: u32, bytes: u64, iters: u32, warm: u32) -> SweepRow {
+fn mpi_row(
+    what: Swept,
+    (lib, binary): (&MpiLibrary, &Path),
+    n: u32,
+    bytes: u64,
+    (iters, warm): (u32, u32),
+) -> SweepRow {
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get() as u32);
     let mut command = Command::new(&lib.mpirun);
     if lib.name == "openmpi" {
@@ -210,6 +253,7 @@ fn mpi_row(lib: &MpiLibrary, binary: &Path, n: u32, bytes: u64, iters: u32, warm
         iters.to_string(),
         warm.to_string(),
         (bytes / 8).to_string(),
+        what.name().to_string(),
     ]);
     let parsed = run_bounded(&mut command, &lib.mpirun.to_string_lossy()).and_then(|out| {
         let line = out
@@ -218,7 +262,7 @@ fn mpi_row(lib: &MpiLibrary, binary: &Path, n: u32, bytes: u64, iters: u32, warm
             .context("no result line")?;
         let fields: Vec<&str> = line.split_whitespace().collect();
         if fields.get(5) != Some(&"0") {
-            bail!("the MPI allreduce returned a wrong sum");
+            bail!("the MPI {} returned a wrong result", what.name());
         }
         let number = |i: usize| -> anyhow::Result<f64> {
             Ok(fields.get(i).context("short result line")?.parse()?)
@@ -226,12 +270,23 @@ fn mpi_row(lib: &MpiLibrary, binary: &Path, n: u32, bytes: u64, iters: u32, warm
         Ok((number(1)?, number(3)?))
     });
     match parsed {
-        Ok((median, p99)) => SweepRow::timed(lib.name, n, bytes, median, p99),
-        Err(error) => SweepRow::failed(lib.name, n, bytes, error.to_string()),
+        Ok(times) => SweepRow::timed(what, lib.name, n, bytes, times),
+        Err(error) => SweepRow::failed(what, lib.name, n, bytes, error.to_string()),
     }
 }
 
-fn ftcoll_row(algo: Option<&'static str>, n: u32, bytes: u64, iters: u32, warm: u32) -> SweepRow {
+fn ftcoll_row(
+    what: Swept,
+    algo: Option<&'static str>,
+    n: u32,
+    bytes: u64,
+    (iters, warm): (u32, u32),
+) -> SweepRow {
+    let algo = match what {
+        Swept::Allreduce => algo,
+        Swept::Bcast => Some("chain-bcast"),
+        Swept::Reduce => Some("chain-reduce"),
+    };
     let mut case = FtcollCase::plain("ftcoll", algo.unwrap_or("rdb"));
     case.len = (bytes / 8) as usize;
     if algo.is_none() {
@@ -249,8 +304,8 @@ fn ftcoll_row(algo: Option<&'static str>, n: u32, bytes: u64, iters: u32, warm: 
         ))
     });
     let mut row = match timed {
-        Ok((median, p99)) => SweepRow::timed("ftcoll", n, bytes, median, p99),
-        Err(error) => SweepRow::failed("ftcoll", n, bytes, error.to_string()),
+        Ok(times) => SweepRow::timed(what, "ftcoll", n, bytes, times),
+        Err(error) => SweepRow::failed(what, "ftcoll", n, bytes, error.to_string()),
     };
     row.algo = Some(algo.unwrap_or("pick").to_string());
     row
@@ -294,8 +349,8 @@ fn mpi_binaries(args: &BenchArgs, dir: &Path) -> anyhow::Result<Vec<(MpiLibrary,
     Ok(built)
 }
 
-/// Runs the sweep.
-pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+/// Runs the sweep of `what`.
+pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
     let sizes = parse_sizes(&args.sizes, 2)?;
     let bytes = parse_bytes(&args.bytes)?;
     let forced: Option<&'static str> = match args.allreduce_algo.as_deref() {
@@ -323,16 +378,16 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             let iters = iters_for(b, args.iters);
             let warm = args.warmup.min(iters / 10 + 2);
             eprintln!("n = {n}, {b} bytes: ftcoll ({iters} operations)");
-            rows.push(ftcoll_row(forced, n, b, iters, warm));
+            rows.push(ftcoll_row(what, forced, n, b, (iters, warm)));
             for (lib, binary) in &libraries {
                 eprintln!("n = {n}, {b} bytes: {}", lib.name);
-                rows.push(mpi_row(lib, binary, n, b, iters, warm));
+                rows.push(mpi_row(what, (lib, binary), n, b, (iters, warm)));
             }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
     rows.push(memcpy_row(bytes.iter().copied().max().unwrap_or(8)));
-    print_table(&rows);
+    print_table(&rows, what);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -340,9 +395,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_table(rows: &[SweepRow]) {
+fn print_table(rows: &[SweepRow], what: Swept) {
     println!(
-        "allreduce of doubles, slowest rank per operation; ratio = ftcoll / fastest MPI (median)"
+        "{} of doubles, slowest rank per operation; ratio = ftcoll / fastest MPI (median)",
+        what.name()
     );
     println!(
         "{:>4} {:>10} {:>6} {:>22} {:>9} {:>22} {:>22} {:>7}",
@@ -425,8 +481,10 @@ mod tests {
 
     #[test]
     fn bus_bandwidth_follows_the_allreduce_formula() {
-        let row = SweepRow::timed("x", 4, 1_000_000, 1000.0, 1000.0);
+        let row = SweepRow::timed(Swept::Allreduce, "x", 4, 1_000_000, (1000.0, 1000.0));
         assert!((row.algbw_gbs.unwrap() - 1.0).abs() < 1e-12);
         assert!((row.busbw_gbs.unwrap() - 1.5).abs() < 1e-12);
+        let row = SweepRow::timed(Swept::Bcast, "x", 4, 1_000_000, (1000.0, 1000.0));
+        assert!((row.busbw_gbs.unwrap() - 1.0).abs() < 1e-12);
     }
 }
