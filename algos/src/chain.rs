@@ -11,8 +11,8 @@
 //! corrected trees and 004's FTCO).
 
 use crate::protocol::{
-    AbortReason, Counters, Detail, Event, Input, LocalFault, Outbox, Phase, Protocol, RankStatus,
-    SegmentProtocol, StateVar,
+    AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
+    SegmentProtocol,
 };
 use crate::rank::Rank;
 use crate::registry::Algorithm;
@@ -242,17 +242,7 @@ impl Protocol for Chain {
                 }
             }
             Input::Fault(fault) => {
-                let LocalFault::FlipBit { var, bit } = fault;
-                let applied = match var {
-                    StateVar::Value { elem } => self.value.flip_bit(elem as usize, bit),
-                    _ => false,
-                };
-                if applied {
-                    self.counters.faults_applied += 1;
-                    out.emit(Event::FaultApplied(fault));
-                } else {
-                    out.emit(Event::FaultIgnored(fault));
-                }
+                crate::protocol::flip_value(&mut self.value, fault, &mut self.counters, out)
             }
             Input::Stop => {
                 if self.phase != Phase::Done {

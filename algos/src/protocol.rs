@@ -16,6 +16,8 @@ use crate::values::ValuesRef;
 use crate::wire::{encode_into, Frame, FrameError, FrameHeader, Stamp};
 
 mod segmented;
+#[cfg(test)]
+pub(crate) mod testing;
 mod timers;
 mod wrapper;
 
@@ -414,6 +416,28 @@ pub struct RankStatus {
     pub counters: Counters,
     /// Protocol-specific detail.
     pub detail: Detail,
+}
+
+/// Applies a local fault to `value`, the only state of the plain collectives (rdb's peers
+/// aside): a flip of a value element; weights and flows do not exist there. Counts and reports
+/// what happened.
+pub(crate) fn flip_value(
+    value: &mut crate::values::Values,
+    fault: LocalFault,
+    counters: &mut Counters,
+    out: &mut Outbox,
+) {
+    let LocalFault::FlipBit { var, bit } = fault;
+    let applied = match var {
+        StateVar::Value { elem } => value.flip_bit(elem as usize, bit),
+        StateVar::Weight | StateVar::Flow { .. } | StateVar::AnyFlow { .. } => false,
+    };
+    if applied {
+        counters.faults_applied += 1;
+        out.emit(Event::FaultApplied(fault));
+    } else {
+        out.emit(Event::FaultIgnored(fault));
+    }
 }
 
 /// A sans-IO collective protocol at one rank.

@@ -12,8 +12,7 @@
 //! Not fault tolerant: a failed peer aborts the operation.
 
 use crate::protocol::{
-    AbortReason, Counters, Detail, Event, Input, LocalFault, Outbox, Phase, Protocol, RankStatus,
-    StateVar,
+    AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
 };
 use crate::rank::Rank;
 use crate::registry::Algorithm;
@@ -299,20 +298,6 @@ impl RingAllreduce {
         }
         self.drain_early(out);
     }
-
-    fn on_fault(&mut self, fault: LocalFault, out: &mut Outbox) {
-        let LocalFault::FlipBit { var, bit } = fault;
-        let applied = match var {
-            StateVar::Value { elem } => self.value.flip_bit(elem as usize, bit),
-            StateVar::Weight | StateVar::Flow { .. } | StateVar::AnyFlow { .. } => false,
-        };
-        if applied {
-            self.counters.faults_applied += 1;
-            out.emit(Event::FaultApplied(fault));
-        } else {
-            out.emit(Event::FaultIgnored(fault));
-        }
-    }
 }
 
 impl crate::protocol::SegmentProtocol for RingAllreduce {
@@ -347,7 +332,9 @@ impl Protocol for RingAllreduce {
                     out.emit(Event::Aborted(AbortReason::TooManyFailures));
                 }
             }
-            Input::Fault(fault) => self.on_fault(fault, out),
+            Input::Fault(fault) => {
+                crate::protocol::flip_value(&mut self.value, fault, &mut self.counters, out)
+            }
             Input::Stop => {
                 if self.phase != Phase::Done {
                     self.phase = Phase::Aborted;

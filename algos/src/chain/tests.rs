@@ -2,50 +2,15 @@
 
 use super::*;
 use crate::protocol::{Layout, SegmentPlan, Segmented, ShellConfig};
-use crate::rng::SimRng;
 
+/// Runs the ranks to the end in an order drawn from `seed`; no frame may be rejected.
 fn drive(
     mut ranks: Vec<Box<dyn Protocol>>,
     inputs: &[Values],
     seed: u64,
 ) -> Vec<Box<dyn Protocol>> {
-    let mut rng = SimRng::new(seed);
-    let mut queue: Vec<(Rank, Rank, Vec<u64>, usize)> = Vec::new();
-    let mut out = Outbox::new();
-    let collect = |from: Rank, out: &mut Outbox, queue: &mut Vec<_>| {
-        for i in 0..out.send_count() {
-            let (to, words, len) = out.send_words_at(i).unwrap();
-            queue.push((from, to, words.to_vec(), len));
-        }
-        assert!(
-            !out.events()
-                .iter()
-                .any(|e| matches!(e, Event::Rejected { .. })),
-            "{:?}",
-            out.events()
-        );
-        out.clear();
-    };
-    for (i, rank) in ranks.iter_mut().enumerate() {
-        rank.handle(
-            Time::ZERO,
-            Input::Start {
-                data: inputs[i].as_ref(),
-            },
-            &mut out,
-        );
-        collect(Rank(i as u32), &mut out, &mut queue);
-    }
-    let mut guard = 0;
-    while !queue.is_empty() {
-        guard += 1;
-        assert!(guard < 1_000_000, "runaway delivery");
-        let (from, to, words, len) = queue.swap_remove(rng.below(queue.len() as u64) as usize);
-        let bytes: &[u8] = bytemuck::cast_slice(&words);
-        let frame = Frame::decode(&bytes[..len]).unwrap();
-        ranks[to.index()].handle(Time::ZERO, Input::Message { from, frame }, &mut out);
-        collect(to, &mut out, &mut queue);
-    }
+    let traffic = crate::protocol::testing::drive(&mut ranks, inputs, seed);
+    assert!(!traffic.rejected, "a frame was rejected");
     ranks
 }
 

@@ -7,8 +7,6 @@ use crate::rdb::{RdbConfig, RecursiveDoubling};
 use crate::rng::SimRng as Rng;
 use crate::wire::Frame;
 
-type Queued = (Rank, Rank, Vec<u64>, usize);
-
 fn shell_config(rank: u32, size: u32, algo: Algorithm, plan: SegmentPlan) -> ShellConfig {
     ShellConfig {
         rank: Rank(rank),
@@ -59,34 +57,8 @@ fn drive(
     inputs: &[Values],
     seed: u64,
 ) -> (Vec<Box<dyn Protocol>>, usize) {
-    let mut rng = Rng::new(seed);
-    let mut queue: Vec<Queued> = Vec::new();
-    let mut out = Outbox::new();
-    let mut largest = 0;
-    let mut collect = |from: Rank, out: &mut Outbox, queue: &mut Vec<Queued>| {
-        for i in 0..out.send_count() {
-            let (to, words, len) = out.send_words_at(i).unwrap();
-            largest = largest.max(len);
-            queue.push((from, to, words.to_vec(), len));
-        }
-        out.clear();
-    };
-    for (i, rank) in ranks.iter_mut().enumerate() {
-        let data = inputs[i].as_ref();
-        rank.handle(Time::ZERO, Input::Start { data }, &mut out);
-        collect(Rank(i as u32), &mut out, &mut queue);
-    }
-    let mut guard = 0;
-    while !queue.is_empty() {
-        guard += 1;
-        assert!(guard < 1_000_000, "runaway delivery");
-        let pick = rng.below(queue.len() as u64) as usize;
-        let (from, to, words, len) = queue.swap_remove(pick);
-        let bytes: &[u8] = bytemuck::cast_slice(&words);
-        let frame = Frame::decode(&bytes[..len]).unwrap();
-        ranks[to.index()].handle(Time::ZERO, Input::Message { from, frame }, &mut out);
-        collect(to, &mut out, &mut queue);
-    }
+    let traffic = crate::protocol::testing::drive(&mut ranks, inputs, seed);
+    let largest = traffic.lengths.into_iter().max().unwrap_or(0);
     (ranks, largest)
 }
 
