@@ -529,7 +529,15 @@ fn run_program(
             .map_or("incomplete".into(), |w| format!("{w:.3} s"))
     );
     outcome.print_failures();
-    if !outcome.failures.is_empty() || outcome.timed_out {
+    if outcome.timed_out {
+        bail!(
+            "the job did not finish within --timeout-s {} ({} of {} ranks failed); raise --timeout-s or look for a rank that waits forever",
+            args.timeout_s,
+            outcome.failures.len(),
+            args.n
+        );
+    }
+    if !outcome.failures.is_empty() {
         bail!("{} of {} ranks failed", outcome.failures.len(), args.n);
     }
     Ok(())

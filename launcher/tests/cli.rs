@@ -224,3 +224,14 @@ fn a_backend_not_compiled_in_names_its_feature() {
         assert!(stderr.contains(&format!("--features {name}")), "{stderr}");
     }
 }
+
+#[test]
+fn a_user_program_that_outlives_the_time_limit_is_named_a_timeout() {
+    let out = launch(&["-n", "2", "--timeout-s", "1", "--", "/bin/sleep", "30"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("did not finish within --timeout-s 1"),
+        "{stderr}"
+    );
+}
