@@ -214,3 +214,78 @@ fn typed_results_come_back_segment_by_segment_without_a_copy_of_the_whole() {
     assert_eq!(joined, want);
     assert_eq!(ours.segments(), 8);
 }
+
+#[test]
+fn a_failure_mid_operation_aborts_every_segment_and_leaves_no_result() {
+    let plan = SegmentPlan {
+        segment_elems: 3,
+        window: 2,
+    };
+    let mut shell = rdb_shell(0, 2, plan);
+    let mut out = Outbox::new();
+    let data = Values::F64(vec![1.0; 10]);
+    shell.handle(
+        Time::ZERO,
+        Input::Start {
+            data: data.as_ref(),
+        },
+        &mut out,
+    );
+    assert_eq!(shell.phase(), Phase::Running);
+    out.clear();
+    shell.handle(Time::ZERO, Input::PeerFailed { peer: Rank(1) }, &mut out);
+    assert_eq!(shell.phase(), Phase::Aborted);
+    assert_eq!(shell.result(), None);
+    let aborts = out
+        .events()
+        .iter()
+        .filter(|e| matches!(e, Event::Aborted(_)))
+        .count();
+    assert_eq!(
+        aborts, 1,
+        "one abort for the operation, not one per segment"
+    );
+    assert!(!out.events().iter().any(|e| matches!(e, Event::Completed)));
+}
+
+#[test]
+fn a_value_flip_reaches_the_segment_that_holds_the_element() {
+    let plan = SegmentPlan {
+        segment_elems: 4,
+        window: 8,
+    };
+    // Two ranks, so every segment waits for its partner and stays running.
+    let mut shell = rdb_shell(0, 2, plan);
+    let mut out = Outbox::new();
+    let data = Values::F64(vec![0.0; 16]);
+    shell.handle(
+        Time::ZERO,
+        Input::Start {
+            data: data.as_ref(),
+        },
+        &mut out,
+    );
+    let flip = LocalFault::FlipBit {
+        var: StateVar::Value { elem: 13 },
+        bit: 62,
+    };
+    out.clear();
+    shell.handle(Time::ZERO, Input::Fault(flip), &mut out);
+    let applied = LocalFault::FlipBit {
+        var: StateVar::Value { elem: 1 },
+        bit: 62,
+    };
+    assert_eq!(out.events(), &[Event::FaultApplied(applied)]);
+    let mut estimate = Vec::new();
+    shell.estimate(&mut estimate);
+    let hit: Vec<usize> = (0..16).filter(|&i| estimate[i] != 0.0).collect();
+    assert_eq!(hit, [13], "{estimate:?}");
+    // Past the vector: nothing changes.
+    out.clear();
+    let beyond = LocalFault::FlipBit {
+        var: StateVar::Value { elem: 99 },
+        bit: 1,
+    };
+    shell.handle(Time::ZERO, Input::Fault(beyond), &mut out);
+    assert!(matches!(out.events(), [Event::FaultIgnored(_)]));
+}
