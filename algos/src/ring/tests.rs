@@ -237,10 +237,9 @@ fn shells(size: u32, mode: RingMode, chunk: usize) -> Vec<Box<dyn Protocol>> {
         .collect()
 }
 
-/// A finished shell's result, placed by its layout (what the runtime writes to the user).
+/// A finished reduce-scatter shell's result: its estimate concatenates the segments, which for
+/// this layout is the output's order (each segment is one chunk of this rank's block).
 fn placed(rank: &dyn Protocol, len: usize) -> Vec<f64> {
-    // Through the estimate the shell reports segment by segment: only contiguous layouts keep
-    // the order, so reassemble from `results` via a downcast-free route: the runtime's.
     let mut out = vec![f64::NAN; len];
     let mut est = Vec::new();
     rank.estimate(&mut est);

@@ -129,7 +129,6 @@ impl Communicator {
             members: None,
             placement,
             era_topology,
-            result_scratch: Vec::new(),
             rdb: None,
             ring: None,
             max_frame,

@@ -67,9 +67,6 @@ pub struct Communicator {
     /// Whether this node's ranks each have a core, which decides the small allreduce.
     placement: ftcoll_algos::direct::Placement,
     era_topology: EraTopology,
-    /// Where a finished collective writes its result before it is copied into the caller's
-    /// vector: reused, so that a loop of small collectives does not allocate for it.
-    result_scratch: Vec<f64>,
     /// The recursive-doubling shell, restarted in place by every call (see
     /// [`Communicator::allreduce_rdb`]); `None` while one lingers or before the first call.
     rdb: Option<Box<Segmented<RecursiveDoubling>>>,

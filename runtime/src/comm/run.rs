@@ -231,40 +231,44 @@ impl Communicator {
         protocol: &Segmented<P>,
         data: &mut [T],
     ) -> Result<(), CommError> {
-        // Segment by segment, each straight from the buffer its protocol reduced in.
-        if let Some(pieces) = protocol.results() {
-            if protocol.output_len_total() != data.len() {
-                return Err(CommError::Shape {
-                    expected: data.len(),
-                    got: protocol.output_len_total(),
-                });
-            }
-            let mut written = 0;
-            for (at, piece) in pieces {
-                let Some(piece) = T::cast(piece) else {
-                    break;
-                };
-                let Some(slot) = data.get_mut(at..at + piece.len()) else {
-                    break;
-                };
-                slot.copy_from_slice(piece);
-                written += piece.len();
-            }
-            if written == data.len() {
-                return Ok(());
-            }
-        }
-        let result = &mut self.result_scratch;
-        protocol.estimate(result);
-        if result.len() != data.len() {
+        // Segment by segment, each straight from the buffer its protocol reduced in. Anything
+        // that does not fit is an error, never a result placed some other way.
+        let total = protocol.output_len_total();
+        let Some(pieces) = protocol.results() else {
             return Err(CommError::Shape {
                 expected: data.len(),
-                got: result.len(),
+                got: 0,
+            });
+        };
+        if total != data.len() {
+            return Err(CommError::Shape {
+                expected: data.len(),
+                got: total,
             });
         }
-        data.iter_mut()
-            .zip(result.iter())
-            .for_each(|(d, &r)| *d = T::from_f64(r));
+        let mut written = 0;
+        for (at, piece) in pieces {
+            let slot = T::cast(piece).and_then(|piece| {
+                let slot = data.get_mut(at..at + piece.len())?;
+                slot.copy_from_slice(piece);
+                Some(piece.len())
+            });
+            match slot {
+                Some(len) => written += len,
+                None => {
+                    return Err(CommError::Shape {
+                        expected: data.len(),
+                        got: written,
+                    })
+                }
+            }
+        }
+        if written != data.len() {
+            return Err(CommError::Shape {
+                expected: data.len(),
+                got: written,
+            });
+        }
         Ok(())
     }
 }
