@@ -187,6 +187,10 @@ pub struct Outbox {
     /// protocol is handling an input (set by [`Segmented`], or by a driver running a protocol
     /// bare).
     stamp: Stamp,
+    /// Where a protocol runs over a subset of the ranks (the survivors of a failure), the
+    /// ranks it numbers 0, 1, … as the driver numbers them: destinations and the headers'
+    /// `source` are translated on the way out. Empty: the identity.
+    ranks: Vec<u32>,
 }
 
 impl Outbox {
@@ -206,11 +210,35 @@ impl Outbox {
         self.stamp
     }
 
+    /// Exchanges the outbox's rank map with `ranks` (see the field): a composite protocol
+    /// swaps its subset's map in before handing an input to a part that numbers the subset
+    /// from 0, and swaps it back out after, so that neither allocates.
+    pub fn swap_rank_map(&mut self, ranks: &mut Vec<u32>) {
+        std::mem::swap(&mut self.ranks, ranks);
+    }
+
+    #[inline(always)]
+    fn mapped(&self, rank: u32) -> u32 {
+        if self.ranks.is_empty() {
+            rank
+        } else {
+            // A rank beyond the map is a protocol's bug; it goes out as a rank no one has.
+            self.ranks.get(rank as usize).copied().unwrap_or(u32::MAX)
+        }
+    }
+
     #[inline(always)]
     fn stamped(&self, mut header: FrameHeader) -> FrameHeader {
         header.segment = self.stamp.segment;
         header.shape_dtype = self.stamp.dtype as u8;
         header.shape_len = self.stamp.len;
+        let attempt = self
+            .stamp
+            .attempt
+            .min(crate::wire::MAX_ATTEMPT)
+            .to_le_bytes();
+        header.attempt = [attempt[0], attempt[1], attempt[2]];
+        header.source = self.mapped(header.source);
         header
     }
 
@@ -221,7 +249,7 @@ impl Outbox {
         let first_word = self.words.len() as u32;
         let len_bytes = encode_into(&mut self.words, header, payload) as u32;
         self.sends.push(QueuedSend {
-            to,
+            to: Rank(self.mapped(to.0)),
             first_word,
             len_bytes,
         });
@@ -241,7 +269,7 @@ impl Outbox {
         let len_bytes =
             crate::wire::encode_with_trailer(&mut self.words, header, payload, ranks) as u32;
         self.sends.push(QueuedSend {
-            to,
+            to: Rank(self.mapped(to.0)),
             first_word,
             len_bytes,
         });
@@ -394,6 +422,15 @@ pub enum Detail {
         /// Corrupted mass vectors found by checksum.
         detections: u32,
     },
+    /// The fault-tolerant ring allreduce.
+    FtRing {
+        /// The attempt running (0 until a failure).
+        attempt: u32,
+        /// Members of the attempt.
+        members: u32,
+        /// Failures this rank knows of.
+        known_failed: u32,
+    },
     /// The Early Returning Agreement.
     Agreement {
         /// The agreement in progress (or the last one).
@@ -438,6 +475,18 @@ pub(crate) fn flip_value(
     } else {
         out.emit(Event::FaultIgnored(fault));
     }
+}
+
+/// An operation whose result lies in pieces of the caller's vector: the operation shell
+/// ([`Segmented`]), and the protocols composed over it. Drivers that write results back into
+/// a caller's vector take any of them.
+pub trait Assembled: Protocol {
+    /// The result piece by piece, each with its offset in the whole output, once final.
+    fn results(&self) -> Option<Vec<(usize, ValuesRef<'_>)>>;
+    /// Elements of the whole result for this rank's input.
+    fn output_len_total(&self) -> usize;
+    /// Why the operation aborted, once it has.
+    fn abort_reason(&self) -> Option<AbortReason>;
 }
 
 /// A sans-IO collective protocol at one rank.
@@ -563,6 +612,15 @@ pub trait Protocol {
                 view.field("agreement", agreement);
                 view.field("known failed", known_failed);
                 view.field("agreements in flight", live_agreements);
+            }
+            Detail::FtRing {
+                attempt,
+                members,
+                known_failed,
+            } => {
+                view.field("attempt", attempt);
+                view.field("members", members);
+                view.field("known failed", known_failed);
             }
             Detail::None => {}
         }

@@ -19,7 +19,7 @@
 //! | 36     | 4    | `trailer_ranks` | number of `u32` rank ids after the values (usually 0)   |
 //! | 40     | 4    | `segment`     | which segment of the operation's vector (see below)       |
 //! | 44     | 1    | `shape_dtype` | [`Dtype`] of the operation's whole vector at the sender   |
-//! | 45     | 3    | reserved      | zero                                                      |
+//! | 45     | 3    | `attempt`     | attempt of an operation that restarts over its survivors  |
 //! | 48     | 8    | `shape_len`   | elements of the operation's whole vector at the sender    |
 //! | 56     | …    | values        | `dtype` elements                                          |
 //! | …      | 4·t  | rank trailer  | `trailer_ranks` rank ids (`u32`)                           |
@@ -94,8 +94,10 @@ pub struct FrameHeader {
     pub segment: u32,
     /// [`Dtype`] of the operation's whole vector at the sender.
     pub shape_dtype: u8,
-    /// Zero.
-    pub reserved: [u8; 3],
+    /// The attempt (24 bits, little-endian) of an operation that starts again over its
+    /// survivors after a failure ([`crate::ftring`]); zero elsewhere. Frames of an abandoned
+    /// attempt that arrive late are told apart by it.
+    pub attempt: [u8; 3],
     /// Elements of the operation's whole vector at the sender.
     pub shape_len: u64,
 }
@@ -110,7 +112,12 @@ pub struct Stamp {
     pub dtype: Dtype,
     /// Elements in the whole vector.
     pub len: u64,
+    /// The attempt of an operation that restarts over its survivors (at most [`MAX_ATTEMPT`]).
+    pub attempt: u32,
 }
+
+/// The largest attempt number the header's 24-bit field carries.
+pub const MAX_ATTEMPT: u32 = (1 << 24) - 1;
 
 impl FrameHeader {
     /// A header for a message of `kind` from `source` in operation `op`; the payload fields are
@@ -131,7 +138,7 @@ impl FrameHeader {
             trailer_ranks: 0,
             segment: 0,
             shape_dtype: 0,
-            reserved: [0; 3],
+            attempt: [0; 3],
             shape_len: 0,
         }
     }
@@ -142,6 +149,7 @@ impl FrameHeader {
             segment: self.segment,
             dtype: Dtype::from_u8(self.shape_dtype).unwrap_or(Dtype::Empty),
             len: self.shape_len,
+            attempt: u32::from_le_bytes([self.attempt[0], self.attempt[1], self.attempt[2], 0]),
         }
     }
 
@@ -163,9 +171,9 @@ impl FrameHeader {
             u64::from(self.payload_len) | u64::from(self.trailer_ranks) << 32,
             u64::from(self.segment)
                 | u64::from(self.shape_dtype) << 32
-                | u64::from(self.reserved[0]) << 40
-                | u64::from(self.reserved[1]) << 48
-                | u64::from(self.reserved[2]) << 56,
+                | u64::from(self.attempt[0]) << 40
+                | u64::from(self.attempt[1]) << 48
+                | u64::from(self.attempt[2]) << 56,
             self.shape_len,
         ]
     }
@@ -466,7 +474,7 @@ mod tests {
         let header = FrameHeader {
             segment: 0x9ABC_DEF0,
             shape_dtype: 6,
-            reserved: [1, 2, 3],
+            attempt: [1, 2, 3],
             shape_len: 0x0F0E_0D0C_0B0A_0908,
             ..header
         };

@@ -99,6 +99,7 @@ fn under_the_shell_segments_pipeline_down_and_up_the_chain() {
                             window: 3,
                         },
                         layout: Layout::Contiguous,
+                        attempt: 0,
                     };
                     Box::new(Segmented::new(
                         shell,

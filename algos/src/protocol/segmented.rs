@@ -69,6 +69,9 @@ pub struct ShellConfig {
     pub plan: SegmentPlan,
     /// How input and output map to segments.
     pub layout: Layout,
+    /// The attempt of an operation that restarts over its survivors (0 elsewhere): stamped
+    /// into every frame, and a frame of another attempt is refused.
+    pub attempt: u32,
 }
 
 /// One segment's life at this rank.
@@ -248,6 +251,7 @@ impl<P: SegmentProtocol> Segmented<P> {
             segment: 0,
             dtype: data.dtype(),
             len: data.len() as u64,
+            attempt: self.config.attempt,
         };
         let (layout, chunk) = (self.config.layout, self.config.plan.segment_elems);
         let count = layout.segments(data.len(), chunk);
@@ -257,6 +261,10 @@ impl<P: SegmentProtocol> Segmented<P> {
         self.buffers.resize_with(count, || data.dtype().zeros(0));
         for segment in 0..count {
             let buffer = &mut self.buffers[segment];
+            if buffer.dtype() != data.dtype() {
+                // A segment of an earlier operation that never finished left its placeholder.
+                *buffer = data.dtype().zeros(0);
+            }
             buffer.clear();
             for range in layout.input_ranges(data.len(), chunk, segment) {
                 let part = data.slice(range).unwrap_or(ValuesRef::Empty);
@@ -451,6 +459,16 @@ impl<P: SegmentProtocol> Segmented<P> {
             return;
         }
         let theirs = frame.header.stamp();
+        if theirs.attempt != self.config.attempt {
+            out.emit(Event::Rejected {
+                from,
+                error: FrameError::Unexpected {
+                    from: from.0,
+                    what: "frame of another attempt of the operation",
+                },
+            });
+            return;
+        }
         if frame.header.kind == KIND_SHAPE_MISMATCH {
             // A peer saw two shapes; the one it reports is theirs, or a third rank's.
             let culprit = Rank(frame.header.aux as u32);
@@ -680,6 +698,20 @@ impl<P: SegmentProtocol> Protocol for Segmented<P> {
 
     fn check_invariants(&self) -> Result<(), String> {
         self.instances().try_for_each(Protocol::check_invariants)
+    }
+}
+
+impl<P: SegmentProtocol> super::Assembled for Segmented<P> {
+    fn results(&self) -> Option<Vec<(usize, ValuesRef<'_>)>> {
+        Segmented::results(self)
+    }
+
+    fn output_len_total(&self) -> usize {
+        Segmented::output_len_total(self)
+    }
+
+    fn abort_reason(&self) -> Option<AbortReason> {
+        Segmented::abort_reason(self)
     }
 }
 

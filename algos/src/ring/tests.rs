@@ -96,6 +96,7 @@ fn under_the_shell_segments_pipeline_and_stay_exact() {
                         window: 4,
                     },
                     layout: crate::protocol::Layout::Contiguous,
+                    attempt: 0,
                 };
                 Box::new(Segmented::new(
                     shell,
@@ -220,6 +221,7 @@ fn shells(size: u32, mode: RingMode, chunk: usize) -> Vec<Box<dyn Protocol>> {
                     window: 3,
                 },
                 layout,
+                attempt: 0,
             };
             Box::new(Segmented::new(
                 shell,

@@ -16,6 +16,7 @@ fn shell_config(rank: u32, size: u32, algo: Algorithm, plan: SegmentPlan) -> She
         reduce: ReduceOp::Sum,
         plan,
         layout: Layout::Contiguous,
+        attempt: 0,
     }
 }
 
