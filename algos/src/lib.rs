@@ -18,6 +18,7 @@ pub mod direct;
 pub mod era;
 pub mod fault;
 pub mod ftco;
+pub mod ftring;
 pub mod gossip;
 pub mod inspect;
 pub mod protocol;

@@ -71,6 +71,9 @@ pub enum Algorithm {
     ChainBcast = 19,
     /// Pipelined chain reduce.
     ChainReduce = 20,
+    /// Fault-tolerant ring allreduce: ring attempts over the survivors, each closed by an
+    /// agreement.
+    FtRing = 21,
 }
 
 /// Which state machine runs an algorithm, with what it needs to be built. Drivers match on this
@@ -86,6 +89,8 @@ pub enum Kind {
     Direct,
     /// [`crate::ring::RingAllreduce`].
     Ring,
+    /// [`crate::ftring::FtRing`].
+    FtRing,
     /// [`crate::chain::Chain`] running this collective.
     Chain(crate::chain::ChainMode),
     /// [`crate::gossip::Gossip`] with this rule.
@@ -351,6 +356,17 @@ const RING: Descriptor = Descriptor {
     payload: ANY_NUMERIC_SEGMENTED,
 };
 
+const FT_RING: Descriptor = Descriptor {
+    name: "ft-ring",
+    summary: "fault-tolerant ring allreduce: ring attempts over the survivors, each closed by an agreement (002)",
+    paper: Paper::Era002,
+    kind: Kind::FtRing,
+    runs: BOTH,
+    tolerates: CRASHES,
+    operators: Operators::Arithmetic,
+    payload: ANY_NUMERIC_SEGMENTED,
+};
+
 const PS: Descriptor = gossip(
     "ps",
     "Push-Sum gossip (000 Alg. 2)",
@@ -496,11 +512,12 @@ const ERA_AGREE: Descriptor = Descriptor {
 
 impl Algorithm {
     /// All algorithms, in the order of the table.
-    pub const ALL: [Algorithm; 20] = [
+    pub const ALL: [Algorithm; 21] = [
         Algorithm::Rdb,
         Algorithm::Ardb,
         Algorithm::Direct,
         Algorithm::Ring,
+        Algorithm::FtRing,
         Algorithm::ChainBcast,
         Algorithm::ChainReduce,
         Algorithm::Ps,
@@ -526,6 +543,7 @@ impl Algorithm {
             Algorithm::Ardb => ARDB,
             Algorithm::Direct => DIRECT,
             Algorithm::Ring => RING,
+            Algorithm::FtRing => FT_RING,
             Algorithm::ChainBcast => CHAIN_BCAST,
             Algorithm::ChainReduce => CHAIN_REDUCE,
             Algorithm::Ps => PS,
@@ -590,6 +608,7 @@ impl Algorithm {
             18 => Ring,
             19 => ChainBcast,
             20 => ChainReduce,
+            21 => FtRing,
             _ => return None,
         })
     }
@@ -601,6 +620,7 @@ impl Algorithm {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::FtRing
             | Kind::Chain(_)
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
@@ -615,6 +635,7 @@ impl Algorithm {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::FtRing
             | Kind::Chain(_)
             | Kind::Corrected(_)
             | Kind::Ftco(_)
@@ -643,6 +664,7 @@ impl Algorithm {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::FtRing
             | Kind::Chain(_)
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
@@ -696,7 +718,7 @@ mod tests {
                 Kind::RecursiveDoubling { approximate } => {
                     assert_eq!(d.payload.segmented, !approximate, "{algo}")
                 }
-                Kind::Direct | Kind::Ring | Kind::Chain(_) => {
+                Kind::Direct | Kind::Ring | Kind::FtRing | Kind::Chain(_) => {
                     assert!(d.payload.segmented, "{algo}: takes any length")
                 }
                 Kind::Corrected(_) | Kind::Agreement => {}

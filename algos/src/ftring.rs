@@ -1,0 +1,697 @@
+//! The fault-tolerant ring allreduce: the bandwidth-optimal ring, run in attempts over the
+//! survivors, each attempt closed by an agreement (ERA, 002) on whether it completed everywhere.
+//!
+//! # The algorithm
+//! Attempt 0 runs the segmented ring allreduce ([`crate::ring`] under the operation shell) over
+//! all members. When a rank's ring completes, or a member of the attempt fails, the rank
+//! contributes to agreement `attempt + 1`: COMPLETED, RETRY (a member failed before this rank
+//! had the whole result) or MISMATCH (a rank passed another shape). The agreement's operator is
+//! the minimum, and ERA also agrees on the union of the failures its contributors knew.
+//! - Decided COMPLETED: every rank whose contribution the decision holds has the ring's result;
+//!   ERA's Participation puts every live rank's own contribution in its decision, so every
+//!   survivor has it. The rank returns it.
+//! - Decided RETRY: the rank drops the attempt's result, removes the agreed failed ranks from
+//!   the members, and starts the next attempt over the survivors from its own input again.
+//! - Decided MISMATCH: every rank ends with the same typed error.
+//!
+//! # Semantics (the argument)
+//! The ring of one attempt computes each block's reduction once, at one rank, over the inputs
+//! of exactly that attempt's members, and copies it around: every rank that completes holds the
+//! same bits, the reduction over the attempt's members, each counted once. A result is returned
+//! only after an agreement decided COMPLETED for that attempt; that decision is the same at every
+//! survivor (ERA's Agreement), so every survivor returns the result of the same attempt, hence
+//! the same vector with the same contributor set: the attempt's members. A member that died
+//! after the ring completed everywhere is counted (once, identically everywhere); a member that
+//! died earlier is counted nowhere, since the next attempt starts from the inputs again. This is
+//! 001's semantics 5.1 and 004's for the whole vector, not segment by segment: no segment can
+//! count a rank another segment left out.
+//!
+//! Failures reach the protocol as [`Input::PeerFailed`] from a fail-stop detector (the rank was
+//! fenced before anyone is told), which is what ERA and the argument assume. Every attempt but
+//! the last removes at least one failed member, so an operation makes at most `failures + 1`
+//! attempts. A decided RETRY that names no member of the attempt cannot happen (a RETRY is
+//! contributed only by a rank that knows a member failed, and its knowledge is in the union); it
+//! is an abort, never a loop.
+//!
+//! # Cost
+//! Without failures: the plain ring plus one agreement (a tree's depth of small messages) and
+//! one copy of the input, kept for a retry. With a failure after a fraction x of the ring: x of
+//! a ring, the detection, two agreements and a ring over the survivors.
+//!
+//! # Frames
+//! The ring's frames carry the attempt in the header's `attempt` field, so a late frame of an
+//! abandoned attempt is dropped, and frames of the next attempt that arrive while this rank still
+//! agrees are held. ERA's frames travel under this algorithm's wire id with the operation's id,
+//! the agreement id in the `segment` field (the communicator's own agreement service never
+//! claims them).
+
+use crate::era::{AgreementState, Era, EraConfig, EraKind};
+use crate::protocol::{
+    AbortReason, Counters, Detail, Event, Input, Layout, Outbox, Phase, Protocol, RankStatus,
+    SegmentPlan, Segmented, ShellConfig,
+};
+use crate::rank::{Rank, RankSet};
+use crate::registry::Algorithm;
+use crate::ring::{RingAllreduce, RingConfig, RingMode};
+use crate::time::{Duration, Time};
+use crate::values::{Dtype, ReduceOp, Values, ValuesRef};
+use crate::wire::{Frame, FrameError, OpId, Stamp, MAX_ATTEMPT};
+
+/// What a rank contributes to an attempt's agreement (the decision is the minimum).
+const MISMATCH: u64 = 0;
+/// A member failed before this rank had the attempt's result.
+const RETRY: u64 = 1;
+/// This rank's ring completed.
+const COMPLETED: u64 = 2;
+
+/// When a rank may return: the agreed rule, or the planted bug of the checker's control.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommitRule {
+    /// After the attempt's agreement decided that it completed everywhere.
+    #[default]
+    Agreed,
+    /// As soon as the local ring completes (wrong: another survivor may retry without a rank
+    /// this one counted). Only the semantics checker's planted-bug control uses it.
+    LocalCompletion,
+}
+
+/// One rank's fault-tolerant ring allreduce.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FtRingConfig {
+    /// This rank.
+    pub rank: Rank,
+    /// Ranks in the group.
+    pub size: u32,
+    /// The operator.
+    pub op: ReduceOp,
+    /// The operation id every frame carries.
+    pub op_id: OpId,
+    /// Elements a ring frame carries at most: a segment is this many per member of the attempt
+    /// (a frame holds one block of a segment, 1/members of it), so frames keep their size as
+    /// the ring shrinks.
+    pub frame_elems: usize,
+    /// Segments a rank starts ahead.
+    pub window: u32,
+    /// The agreement tree.
+    pub era: EraConfig,
+    /// How long a rank that returned keeps answering agreement messages (a peer whose parent
+    /// in the tree died asks others for the decision).
+    pub linger: Duration,
+    /// When to return.
+    pub commit: CommitRule,
+}
+
+/// Where the operation is at this rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Idle,
+    Ringing,
+    Agreeing,
+    Done,
+    Aborted,
+}
+
+/// The fault-tolerant ring allreduce at one rank (see the module docs).
+pub struct FtRing {
+    config: FtRingConfig,
+    stage: Stage,
+    /// The rank's own input, kept for the next attempt.
+    input: Values,
+    attempt: u32,
+    /// The attempt's members (world ranks, ascending); the ring numbers them 0, 1, ….
+    members: Vec<u32>,
+    /// The outbox's rank map while the ring runs (swapped in and out).
+    map: Vec<u32>,
+    ring: Segmented<RingAllreduce>,
+    era: Era,
+    era_out: Outbox,
+    /// Ring frames of the next attempt (or of attempt 0 before the start): bounded.
+    held: Vec<(Rank, Vec<u8>)>,
+    known_failed: RankSet,
+    /// The shape mismatch this rank saw, mapped to world ranks.
+    mismatch: Option<AbortReason>,
+    abort: Option<AbortReason>,
+    serve_until: Option<Time>,
+    counters: Counters,
+    /// Frames of abandoned attempts dropped.
+    stale: u64,
+}
+
+impl std::fmt::Debug for FtRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FtRing")
+            .field("rank", &self.config.rank)
+            .field("stage", &self.stage)
+            .field("attempt", &self.attempt)
+            .field("members", &self.members.len())
+            .finish()
+    }
+}
+
+fn make_ring(shell: &ShellConfig, _segment: u32, spare: Option<RingAllreduce>) -> RingAllreduce {
+    let config = RingConfig {
+        rank: shell.rank,
+        size: shell.size,
+        op: shell.reduce,
+        op_id: shell.op,
+        mode: RingMode::Allreduce,
+    };
+    match spare {
+        Some(mut ring) => {
+            ring.restart(config);
+            ring
+        }
+        None => RingAllreduce::new(config),
+    }
+}
+
+impl FtRing {
+    /// A rank's instance.
+    pub fn new(config: FtRingConfig) -> FtRing {
+        let members: Vec<u32> = (0..config.size).collect();
+        let ring = Segmented::new(Self::shell(&config, &members, 0), Box::new(make_ring));
+        FtRing {
+            era: Era::new(config.rank.0, config.size, config.era),
+            config,
+            stage: Stage::Idle,
+            input: Values::F64(Vec::new()),
+            attempt: 0,
+            members,
+            map: Vec::new(),
+            ring,
+            era_out: Outbox::new(),
+            held: Vec::new(),
+            known_failed: RankSet::default(),
+            mismatch: None,
+            abort: None,
+            serve_until: None,
+            counters: Counters::default(),
+            stale: 0,
+        }
+    }
+
+    fn shell(config: &FtRingConfig, members: &[u32], attempt: u32) -> ShellConfig {
+        let size = members.len() as u32;
+        let position = members.binary_search(&config.rank.0).unwrap_or(0) as u32;
+        ShellConfig {
+            rank: Rank(position),
+            size,
+            algo: Algorithm::Ring,
+            op: config.op_id,
+            reduce: config.op,
+            plan: SegmentPlan {
+                segment_elems: config
+                    .frame_elems
+                    .max(1)
+                    .saturating_mul(size.max(1) as usize),
+                window: config.window.max(1),
+            },
+            layout: Layout::Contiguous,
+            attempt,
+        }
+    }
+
+    /// The members whose inputs the result holds, once returned (world ranks, ascending).
+    pub fn contributors(&self) -> Option<&[u32]> {
+        (self.stage == Stage::Done).then_some(self.members.as_slice())
+    }
+
+    /// The attempt running (or the one that returned).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The result piece by piece with offsets (see [`Segmented::results`]).
+    pub fn results(&self) -> Option<Vec<(usize, ValuesRef<'_>)>> {
+        if self.stage != Stage::Done {
+            return None;
+        }
+        self.ring.results()
+    }
+
+    /// Elements of the result.
+    pub fn output_len_total(&self) -> usize {
+        self.input.len()
+    }
+
+    /// Why the operation aborted, once it has.
+    pub fn abort_reason(&self) -> Option<AbortReason> {
+        self.abort
+    }
+
+    /// Frees the vectors once the caller has the result: a returned rank that keeps serving
+    /// the agreement for a while holds no copy of the data.
+    pub fn keep_agreement_only(&mut self) {
+        let shell = Self::shell(&self.config, &self.members, self.attempt);
+        self.ring = Segmented::new(shell, Box::new(make_ring));
+        self.input = Values::F64(Vec::new());
+        self.held = Vec::new();
+    }
+
+    /// Hands the ring an input, with the attempt's rank map in the outbox, and keeps only the
+    /// events that are not the ring's own completion reports.
+    fn drive_ring(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+        let first = out.events().len();
+        self.map.clear();
+        self.map.extend_from_slice(&self.members);
+        out.swap_rank_map(&mut self.map);
+        self.ring.handle(now, input, out);
+        out.swap_rank_map(&mut self.map);
+        out.retain_events_from(first, |event| {
+            !matches!(
+                event,
+                Event::Completed | Event::Aborted(_) | Event::RoundDone { .. }
+            )
+        });
+    }
+
+    fn start_attempt(&mut self, now: Time, out: &mut Outbox) {
+        self.stage = Stage::Ringing;
+        if self.members.iter().any(|r| self.known_failed.contains(*r)) {
+            // A member is known dead (before the start, or after this rank contributed to the
+            // last agreement): the attempt cannot complete, so skip its ring and go to its
+            // agreement at once, which then removes the member.
+            self.contribute(RETRY, out);
+            self.check_decision(now, out);
+            return;
+        }
+        let shell = Self::shell(&self.config, &self.members, self.attempt);
+        self.ring.restart(shell);
+        // The ring takes its own copy into its segments' buffers: the input stays for a retry.
+        let input = std::mem::replace(&mut self.input, Values::F64(Vec::new()));
+        self.drive_ring(
+            now,
+            Input::Start {
+                data: input.as_ref(),
+            },
+            out,
+        );
+        self.input = input;
+        let held = std::mem::take(&mut self.held);
+        for (from, bytes) in held {
+            match Frame::decode(&bytes) {
+                Ok(frame) if frame.header.stamp().attempt == self.attempt => {
+                    self.on_ring_frame(now, from, frame, out)
+                }
+                // Held for an attempt this rank skipped (it knew a member failed).
+                Ok(_) => self.stale += 1,
+                Err(error) => out.emit(Event::Rejected { from, error }),
+            }
+        }
+        self.after_ring(now, out);
+    }
+
+    /// Moves to the agreement once the ring of the attempt has ended here.
+    fn after_ring(&mut self, now: Time, out: &mut Outbox) {
+        if self.stage != Stage::Ringing {
+            return;
+        }
+        match self.ring.phase() {
+            Phase::Done if self.config.commit == CommitRule::LocalCompletion => {
+                // The planted bug: contribute, so that peers do not wait, but return at once.
+                self.contribute(COMPLETED, out);
+                self.finish(now, out);
+            }
+            Phase::Done => self.contribute(COMPLETED, out),
+            Phase::Aborted => match self.ring.abort_reason() {
+                Some(AbortReason::ShapeMismatch {
+                    peer,
+                    local,
+                    remote,
+                }) => {
+                    let peer = self.world(peer);
+                    self.mismatch = Some(AbortReason::ShapeMismatch {
+                        peer,
+                        local,
+                        remote,
+                    });
+                    self.contribute(MISMATCH, out);
+                }
+                _ => self.contribute(RETRY, out),
+            },
+            Phase::Idle | Phase::Running => {}
+        }
+        // The decision may already be in: peers contributed before this rank did.
+        self.check_decision(now, out);
+    }
+
+    fn world(&self, position: Rank) -> Rank {
+        Rank(
+            self.members
+                .get(position.index())
+                .copied()
+                .unwrap_or(position.0),
+        )
+    }
+
+    /// Contributes `status` to the attempt's agreement, with this rank's shape (so that a
+    /// mismatch is reported identically everywhere).
+    fn contribute(&mut self, status: u64, out: &mut Outbox) {
+        self.stage = Stage::Agreeing;
+        let (dtype, len) = (u64::from(self.input.dtype() as u8), self.input.len() as u64);
+        let culprit = match self.mismatch {
+            Some(AbortReason::ShapeMismatch { peer, .. }) => u64::from(peer.0),
+            _ => u64::MAX,
+        };
+        // Minimum everywhere: the smallest and (complemented) the largest shape.
+        let words = vec![status, culprit, len, !len, dtype, !dtype];
+        let acked = self.era.dead().clone();
+        let agreement = u64::from(self.attempt) + 1;
+        if self
+            .era
+            .start(
+                agreement,
+                ReduceOp::Min,
+                words,
+                &acked,
+                true,
+                &mut self.era_out,
+            )
+            .is_err()
+        {
+            // Only a repeated id or a full service refuses: neither happens in one operation.
+            self.fail(AbortReason::TooManyFailures, out);
+            return;
+        }
+        self.forward_era(out);
+    }
+
+    /// Sends what ERA queued, under this algorithm's id and the operation's.
+    fn forward_era(&mut self, out: &mut Outbox) {
+        let before = out.stamp();
+        for i in 0..self.era_out.send_count() {
+            let Some((to, bytes)) = self.era_out.send_at(i) else {
+                continue;
+            };
+            let Ok(frame) = Frame::decode(bytes) else {
+                continue;
+            };
+            let (Ok(values), Ok(ranks)) = (frame.values(), frame.trailer()) else {
+                continue;
+            };
+            let mut header = frame.header;
+            out.set_stamp(Stamp {
+                segment: header.op_id as u32,
+                dtype: Dtype::Empty,
+                len: 0,
+                attempt: self.attempt,
+            });
+            header.algo = Algorithm::FtRing as u8;
+            header.op_id = self.config.op_id.0;
+            out.send_with_ranks(to, header, values, ranks);
+            self.counters.messages_sent += 1;
+        }
+        self.era_out.clear();
+        out.set_stamp(before);
+    }
+
+    /// Acts on the attempt's decision, if taken.
+    fn check_decision(&mut self, now: Time, out: &mut Outbox) {
+        if self.stage != Stage::Agreeing {
+            return;
+        }
+        let agreement = u64::from(self.attempt) + 1;
+        let AgreementState::Decided(decision) = self.era.state(agreement) else {
+            return;
+        };
+        let words = decision.words.clone();
+        let failed = decision.failed.clone();
+        self.era.returned(agreement);
+        match words.first().copied().unwrap_or(MISMATCH) {
+            COMPLETED => self.finish(now, out),
+            RETRY => {
+                let before = self.members.len();
+                self.members.retain(|r| !failed.contains(*r));
+                for &r in failed.as_slice() {
+                    self.known_failed.insert(r);
+                }
+                let stuck = self.members.len() == before || self.members.is_empty();
+                if stuck || self.attempt >= MAX_ATTEMPT {
+                    self.fail(AbortReason::TooManyFailures, out);
+                    return;
+                }
+                self.attempt += 1;
+                self.start_attempt(now, out);
+            }
+            _ => {
+                let reason = self.agreed_mismatch(&words);
+                self.fail(reason, out);
+            }
+        }
+    }
+
+    /// The mismatch every rank reports: the smallest culprit any rank named, and the shape
+    /// that differs from this rank's among the smallest and the largest.
+    fn agreed_mismatch(&self, words: &[u64]) -> AbortReason {
+        let word = |i: usize| words.get(i).copied().unwrap_or(0);
+        let mine = (self.input.dtype(), self.input.len() as u64);
+        let dtype = |code: u64| Dtype::from_u8(code as u8).unwrap_or(Dtype::Empty);
+        let low = (dtype(word(4)), word(2));
+        let high = (dtype(!word(5)), !word(3));
+        let remote = if mine == low { high } else { low };
+        let culprit = word(1);
+        let peer = if culprit == u64::MAX {
+            self.config.rank
+        } else {
+            Rank(culprit as u32)
+        };
+        AbortReason::ShapeMismatch {
+            peer,
+            local: mine,
+            remote,
+        }
+    }
+
+    fn finish(&mut self, now: Time, out: &mut Outbox) {
+        self.stage = Stage::Done;
+        self.serve_until = Some(now + self.config.linger);
+        out.emit(Event::Completed);
+    }
+
+    fn fail(&mut self, reason: AbortReason, out: &mut Outbox) {
+        if matches!(self.stage, Stage::Done | Stage::Aborted) {
+            return;
+        }
+        self.stage = Stage::Aborted;
+        self.abort = Some(reason);
+        out.emit(Event::Aborted(reason));
+    }
+
+    fn reject(&mut self, from: Rank, what: &'static str, out: &mut Outbox) {
+        self.counters.frames_rejected += 1;
+        out.emit(Event::Rejected {
+            from,
+            error: FrameError::Unexpected { from: from.0, what },
+        });
+    }
+
+    fn on_message(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+        if frame.header.op_id != self.config.op_id.0 {
+            out.emit(Event::Rejected {
+                from,
+                error: FrameError::WrongOperation {
+                    expected: self.config.op_id.0,
+                    got: frame.header.op_id,
+                },
+            });
+            return;
+        }
+        match Algorithm::from_wire(frame.header.algo) {
+            Some(Algorithm::FtRing) => self.on_era_frame(now, from, frame, out),
+            Some(Algorithm::Ring) => {
+                let attempt = frame.header.stamp().attempt;
+                let over = !matches!(self.stage, Stage::Ringing | Stage::Idle);
+                if attempt < self.attempt || (attempt == self.attempt && over) {
+                    // The ring of that attempt is over here.
+                    self.stale += 1;
+                } else if attempt == self.attempt && self.stage == Stage::Ringing {
+                    self.on_ring_frame(now, from, frame, out);
+                    self.after_ring(now, out);
+                } else if attempt <= self.attempt + 1 {
+                    self.hold(from, frame, out);
+                } else {
+                    self.reject(from, "frame of an attempt two ahead", out);
+                }
+            }
+            _ => self.reject(from, "frame of another algorithm", out),
+        }
+    }
+
+    /// Keeps a frame of the next attempt (a peer already decided and started it): a peer ahead
+    /// sends at most one frame per segment of its window before it needs this rank's.
+    fn hold(&mut self, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+        let bound = 4 * (self.config.window as usize + self.config.size as usize) + 64;
+        if self.held.len() >= bound {
+            return self.reject(from, "too many frames of the next attempt", out);
+        }
+        let mut bytes = Vec::new();
+        let mut words = Vec::new();
+        let Ok(values) = frame.values() else {
+            return self.reject(from, "undecodable values", out);
+        };
+        let len = crate::wire::encode_into(&mut words, frame.header, values);
+        bytes.extend_from_slice(&bytemuck::cast_slice::<u64, u8>(&words)[..len]);
+        self.held.push((from, bytes));
+    }
+
+    fn on_ring_frame(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+        let (Ok(position), Ok(source)) = (
+            self.members.binary_search(&from.0),
+            self.members.binary_search(&frame.header.source),
+        ) else {
+            return self.reject(from, "ring frame from a rank outside the attempt", out);
+        };
+        let mut header = frame.header;
+        header.source = source as u32;
+        let frame = Frame { header, ..frame };
+        self.drive_ring(
+            now,
+            Input::Message {
+                from: Rank(position as u32),
+                frame,
+            },
+            out,
+        );
+    }
+
+    fn on_era_frame(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+        if EraKind::Revoke as u8 == frame.header.kind {
+            return self.reject(from, "revoke inside an operation", out);
+        }
+        let mut header = frame.header;
+        header.algo = Algorithm::EraAgree as u8;
+        header.op_id = u64::from(header.segment);
+        let frame = Frame { header, ..frame };
+        match self.era.handle_frame(from, &frame, &mut self.era_out) {
+            Ok(()) => self.counters.messages_received += 1,
+            Err(error) => {
+                self.counters.frames_rejected += 1;
+                out.emit(Event::Rejected { from, error });
+            }
+        }
+        self.forward_era(out);
+        self.check_decision(now, out);
+    }
+
+    fn on_failure(&mut self, now: Time, peer: Rank, out: &mut Outbox) {
+        if peer == self.config.rank || !self.known_failed.insert(peer.0) {
+            return;
+        }
+        self.counters.failures_noticed += 1;
+        self.era.peer_failed(peer.0, &mut self.era_out);
+        self.forward_era(out);
+        if self.stage == Stage::Ringing {
+            if let Ok(position) = self.members.binary_search(&peer.0) {
+                let peer = Rank(position as u32);
+                self.drive_ring(now, Input::PeerFailed { peer }, out);
+                self.after_ring(now, out);
+            }
+        }
+        self.check_decision(now, out);
+    }
+
+    fn on_start(&mut self, now: Time, data: ValuesRef<'_>, out: &mut Outbox) {
+        self.input.copy_from(data);
+        self.start_attempt(now, out);
+    }
+}
+
+impl crate::protocol::Assembled for FtRing {
+    fn results(&self) -> Option<Vec<(usize, ValuesRef<'_>)>> {
+        FtRing::results(self)
+    }
+
+    fn output_len_total(&self) -> usize {
+        FtRing::output_len_total(self)
+    }
+
+    fn abort_reason(&self) -> Option<AbortReason> {
+        FtRing::abort_reason(self)
+    }
+}
+
+impl Protocol for FtRing {
+    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+        match input {
+            Input::Start { data } if self.stage == Stage::Idle => self.on_start(now, data, out),
+            Input::Start { .. } => {}
+            Input::Message { from, frame } => self.on_message(now, from, frame, out),
+            Input::PeerFailed { peer } => self.on_failure(now, peer, out),
+            Input::Timeout | Input::LinkFailed { .. } => {}
+            Input::Fault(_) if self.stage == Stage::Ringing => self.drive_ring(now, input, out),
+            Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
+            Input::Stop => {
+                if self.stage == Stage::Ringing {
+                    self.drive_ring(now, input, out);
+                }
+                self.fail(AbortReason::Stopped, out);
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
+
+    fn estimate(&self, dst: &mut Vec<f64>) {
+        match self.stage {
+            Stage::Idle => {
+                dst.clear();
+                self.input.push_as_f64(dst);
+            }
+            _ => self.ring.estimate(dst),
+        }
+    }
+
+    fn phase(&self) -> Phase {
+        match self.stage {
+            Stage::Idle => Phase::Idle,
+            Stage::Ringing | Stage::Agreeing => Phase::Running,
+            Stage::Done => Phase::Done,
+            Stage::Aborted => Phase::Aborted,
+        }
+    }
+
+    fn result(&self) -> Option<ValuesRef<'_>> {
+        if self.stage == Stage::Done {
+            self.ring.result()
+        } else {
+            None
+        }
+    }
+
+    fn reads_clock(&self) -> bool {
+        // Only to date how long a returned rank keeps serving the agreement.
+        true
+    }
+
+    fn status(&self) -> RankStatus {
+        let ring = self.ring.status();
+        let mut counters = ring.counters;
+        counters.messages_sent += self.counters.messages_sent;
+        counters.messages_received += self.counters.messages_received;
+        counters.frames_rejected += self.counters.frames_rejected;
+        counters.failures_noticed = self.counters.failures_noticed;
+        RankStatus {
+            phase: self.phase(),
+            iteration: self.attempt,
+            counters,
+            detail: Detail::FtRing {
+                attempt: self.attempt,
+                members: self.members.len() as u32,
+                known_failed: self.known_failed.len() as u32,
+            },
+        }
+    }
+
+    fn settled(&self) -> bool {
+        true
+    }
+
+    fn serve_until(&self) -> Option<Time> {
+        self.serve_until
+    }
+}
+
+#[cfg(test)]
+mod tests;
