@@ -9,6 +9,7 @@ use ftcoll_algos::corrected::{
 use ftcoll_algos::direct::{DirectAllreduce, DirectConfig};
 use ftcoll_algos::era::{AgreedValue, EraConfig, EraRun, EraRunConfig, EraTopology};
 use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
+use ftcoll_algos::ftring::{CommitRule, FtRing, FtRingConfig};
 use ftcoll_algos::gossip::{Gossip, GossipConfig, Real, Rule, Schedule, StopRule};
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
@@ -132,6 +133,9 @@ pub struct JobSpec {
     pub agreements: u32,
     /// Schedule, precision and checksum threshold of the gossip algorithms.
     pub gossip: GossipOptions,
+    /// Elements a frame of `ft-ring` carries (a segment is this many per member of the ring);
+    /// `None`: the whole vector in one segment.
+    pub frame_elems: Option<usize>,
 }
 
 /// How gossip algorithms push, in what precision, with what checksum threshold.
@@ -187,6 +191,7 @@ impl JobSpec {
             ftco: FtcoOptions::default(),
             agreements: 1,
             gossip: GossipOptions::default(),
+            frame_elems: None,
         }
     }
 
@@ -209,19 +214,20 @@ impl JobSpec {
         }
         let fully_connected = matches!(self.topology, None | Some(Topology::FullyConnected { .. }));
         match algo.kind() {
-            Kind::RecursiveDoubling { .. } | Kind::Direct | Kind::Ring | Kind::Chain(_) => {
-                match self.topology {
-                    None
-                    | Some(Topology::FullyConnected { .. })
-                    | Some(Topology::Hypercube { .. }) => {}
-                    Some(other) => {
-                        return Err(JobError::TopologyUnsupported {
-                            algo,
-                            topology: other.name(),
-                        })
-                    }
+            Kind::RecursiveDoubling { .. }
+            | Kind::Direct
+            | Kind::Ring
+            | Kind::FtRing
+            | Kind::Chain(_) => match self.topology {
+                None | Some(Topology::FullyConnected { .. }) | Some(Topology::Hypercube { .. }) => {
                 }
-            }
+                Some(other) => {
+                    return Err(JobError::TopologyUnsupported {
+                        algo,
+                        topology: other.name(),
+                    })
+                }
+            },
             Kind::Corrected(collective) => {
                 if collective != Collective::Bcast && self.n < self.tolerate.saturating_add(2) {
                     return Err(JobError::TooFewRanks {
@@ -417,6 +423,26 @@ impl JobSpec {
         })
     }
 
+    /// Rank `rank`'s fault-tolerant ring allreduce, as the simulator runs it: frames of
+    /// `frame_elems`, a window of 4 segments, and a returned rank serving the agreement for
+    /// the rest of the run.
+    pub fn ft_ring(&self, rank: Rank, op_id: OpId) -> FtRing {
+        FtRing::new(FtRingConfig {
+            rank,
+            size: self.n,
+            op: self.op,
+            op_id,
+            frame_elems: self.frame_elems.unwrap_or(usize::MAX),
+            window: 4,
+            era: EraConfig {
+                topology: self.era_topology,
+                ..EraConfig::default()
+            },
+            linger: ftcoll_algos::Duration(u64::MAX / 4),
+            commit: CommitRule::Agreed,
+        })
+    }
+
     /// Rank `rank`'s chain broadcast from or reduce to rank 0.
     pub fn chain(&self, rank: Rank, op_id: OpId, mode: ChainMode) -> Chain {
         Chain::new(ChainConfig {
@@ -529,6 +555,7 @@ impl JobSpec {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::FtRing
             | Kind::Chain(ChainMode::Reduce)
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
@@ -559,6 +586,10 @@ pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError
         }
         Kind::Ring => {
             let ranks = (0..spec.n).map(|r| spec.ring(Rank(r), op_id)).collect();
+            run(config, ranks, inputs, spec)
+        }
+        Kind::FtRing => {
+            let ranks = (0..spec.n).map(|r| spec.ft_ring(Rank(r), op_id)).collect();
             run(config, ranks, inputs, spec)
         }
         Kind::Chain(mode) => {
@@ -627,6 +658,7 @@ pub fn stepped_simulation(
         Kind::RecursiveDoubling { .. } => boxed(spec.rdb_ranks(op_id)),
         Kind::Direct => boxed((0..spec.n).map(|r| spec.direct(Rank(r), op_id)).collect()),
         Kind::Ring => boxed((0..spec.n).map(|r| spec.ring(Rank(r), op_id)).collect()),
+        Kind::FtRing => boxed((0..spec.n).map(|r| spec.ft_ring(Rank(r), op_id)).collect()),
         Kind::Chain(mode) => boxed(
             (0..spec.n)
                 .map(|r| spec.chain(Rank(r), op_id, mode))

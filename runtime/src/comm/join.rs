@@ -125,6 +125,7 @@ impl Communicator {
             op_timeout,
             epoch: 0,
             agreements: 0,
+            ft_rings: 0,
             acked: RankSet::default(),
             members: None,
             placement,

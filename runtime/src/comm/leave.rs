@@ -15,7 +15,8 @@ const FLUSH_LINGER: Duration = Duration::from_millis(50);
 impl Communicator {
     /// Leaves the job: reports this rank's memory footprint and flushes sends.
     pub fn finish(mut self) -> Result<(), CommError> {
-        if self.agreements > 0 {
+        let flush = self.agreements > 0 || self.ft_rings > 0;
+        if flush {
             // 002 Sec. 3: a flushing agreement before leaving, so that every survivor has
             // returned from every earlier agreement and nobody will ask this rank for one.
             match self.agree_with(&[], ReduceOp::BitOr) {
@@ -27,6 +28,10 @@ impl Communicator {
             let epoch = self.epoch;
             let linger = Instant::now() + FLUSH_LINGER;
             self.wait_era(epoch, FLUSH_LINGER, |_| Instant::now() >= linger)?;
+            // Every survivor has returned from every earlier operation: finished operations
+            // kept only to answer late requests (the fault-tolerant ring's agreements) are
+            // done; those still correcting towards a peer stay.
+            self.endpoint().forget_settled_lingering();
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         // Neighbours may still be correcting towards this rank; answer them before leaving.

@@ -16,6 +16,7 @@ mod agreement;
 mod collectives;
 mod era_service;
 mod error;
+mod ft;
 mod job_channel;
 mod join;
 mod leave;
@@ -60,6 +61,9 @@ pub struct Communicator {
     epoch: u64,
     /// Agreements started in this epoch.
     agreements: u64,
+    /// Fault-tolerant ring allreduces run: their agreements are answered until the flush at
+    /// the exit.
+    ft_rings: u64,
     /// Failures this rank acknowledged (world ranks).
     acked: RankSet,
     /// Members (world ranks, increasing) after a shrink.

@@ -2,7 +2,7 @@
 //! cuts its vector into segments the transport's frames hold.
 
 use ftcoll_algos::protocol::{
-    AbortReason, Layout, Protocol, SegmentPlan, SegmentProtocol, Segmented, ShellConfig,
+    AbortReason, Assembled, Layout, SegmentPlan, SegmentProtocol, Segmented, ShellConfig,
 };
 use ftcoll_algos::values::{Dtype, Element};
 use ftcoll_algos::wire::HEADER_BYTES;
@@ -65,6 +65,7 @@ impl Communicator {
                 window: self.env.segment_window,
             },
             layout: Layout::Contiguous,
+            attempt: 0,
         })
     }
 
@@ -137,11 +138,11 @@ impl Communicator {
     /// Runs one collective on a shell the caller keeps; also says whether it still owes peers
     /// answers (late corrections), in which case the caller must hand it over to linger
     /// (served during later calls).
-    pub(crate) fn run_collective_in<T: Element, P: SegmentProtocol>(
+    pub(crate) fn run_collective_in<T: Element, S: Assembled>(
         &mut self,
-        protocol: &mut Segmented<P>,
+        protocol: &mut S,
         data: &mut [T],
-        inspect: impl FnOnce(&Segmented<P>, &mut Outcome),
+        inspect: impl FnOnce(&S, &mut Outcome),
     ) -> Result<(Outcome, bool), CommError> {
         let ended = self.execute(protocol, T::view(data))?;
         self.conclude(protocol, ended, data, inspect)
@@ -149,9 +150,9 @@ impl Communicator {
 
     /// [`Communicator::run_collective_in`] with the input and the output apart (their lengths
     /// may differ: a reduce-scatter's output is a block of its input).
-    pub(crate) fn run_collective_out<T: Element, P: SegmentProtocol>(
+    pub(crate) fn run_collective_out<T: Element, S: Assembled>(
         &mut self,
-        protocol: &mut Segmented<P>,
+        protocol: &mut S,
         input: &[T],
         output: &mut [T],
     ) -> Result<(Outcome, bool), CommError> {
@@ -160,9 +161,9 @@ impl Communicator {
     }
 
     /// Runs the operation to its end; says how it ended, with the ranks known failed then.
-    fn execute<P: SegmentProtocol>(
+    fn execute<S: Assembled>(
         &mut self,
-        protocol: &mut Segmented<P>,
+        protocol: &mut S,
         input: ftcoll_algos::ValuesRef<'_>,
     ) -> Result<(OpEnd, crate::exec::OpStats, Vec<Rank>), CommError> {
         let op_index = self.ops;
@@ -183,12 +184,12 @@ impl Communicator {
 
     /// What an ended operation gives the caller: its result written into `data`, its outcome,
     /// and whether it still owes peers answers.
-    fn conclude<T: Element, P: SegmentProtocol>(
+    fn conclude<T: Element, S: Assembled>(
         &mut self,
-        protocol: &mut Segmented<P>,
+        protocol: &mut S,
         (end, stats, excluded): (OpEnd, crate::exec::OpStats, Vec<Rank>),
         data: &mut [T],
-        inspect: impl FnOnce(&Segmented<P>, &mut Outcome),
+        inspect: impl FnOnce(&S, &mut Outcome),
     ) -> Result<(Outcome, bool), CommError> {
         match end {
             OpEnd::Completed => {
@@ -226,9 +227,9 @@ impl Communicator {
     }
 
     /// Copies a finished shell's result into the caller's vector, in its own type.
-    fn write_result<T: Element, P: SegmentProtocol>(
+    fn write_result<T: Element, S: Assembled>(
         &mut self,
-        protocol: &Segmented<P>,
+        protocol: &S,
         data: &mut [T],
     ) -> Result<(), CommError> {
         // Segment by segment, each straight from the buffer its protocol reduced in. Anything

@@ -36,6 +36,12 @@ impl Lingering {
 }
 
 impl<T: Transport> Endpoint<T> {
+    /// Stops serving the finished operations that only wait to answer late requests (settled,
+    /// with a `serve_until`): once every live rank returned from them, nobody will ask.
+    pub fn forget_settled_lingering(&mut self) {
+        self.lingering.retain(|l| !l.protocol.settled());
+    }
+
     /// Keeps serving `protocol`, whose operation `op_id` returned, while it owes peers answers.
     pub fn linger(&mut self, op_id: u64, protocol: Box<dyn Protocol + Send>) {
         let notices = std::mem::take(&mut self.drained_notices);
