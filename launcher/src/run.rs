@@ -626,7 +626,9 @@ fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
             Kind::Corrected(Collective::Bcast)
             | Kind::Ftco(Collective::Bcast)
             | Kind::Chain(ChainMode::Bcast) => Expected::RootInput,
-            Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement => Expected::SurvivorsAggregate,
+            Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement | Kind::FtRing => {
+                Expected::SurvivorsAggregate
+            }
             Kind::Gossip { .. } => Expected::Survivors,
             Kind::RecursiveDoubling { .. }
             | Kind::Direct

@@ -215,6 +215,8 @@ enum Collective {
     Direct,
     /// The ring allreduce.
     Ring,
+    /// The fault-tolerant ring allreduce.
+    FtRing,
     /// `Communicator::allreduce`: the library's pick by size.
     Pick,
     /// The pipelined chain broadcast from rank 0.
@@ -247,6 +249,7 @@ impl Collective {
             Kind::RecursiveDoubling { .. } => Collective::Rdb,
             Kind::Direct => Collective::Direct,
             Kind::Ring => Collective::Ring,
+            Kind::FtRing => Collective::FtRing,
             Kind::Chain(ChainMode::Bcast) => Collective::ChainBcast,
             Kind::Chain(ChainMode::Reduce) => Collective::ChainReduce,
             Kind::Corrected(FtcoCollective::Allreduce) => Collective::CorrectedAllreduce(options),
@@ -308,6 +311,7 @@ impl Collective {
             Collective::Rdb => Some(on_slice!(data, s => comm.allreduce_rdb(s, op))),
             Collective::Direct => Some(on_slice!(data, s => comm.allreduce_direct(s, op))),
             Collective::Ring => Some(on_slice!(data, s => comm.allreduce_ring(s, op))),
+            Collective::FtRing => Some(on_slice!(data, s => comm.ft_allreduce(s, op))),
             Collective::Pick => Some(on_slice!(data, s => comm.allreduce(s, op))),
             Collective::ChainBcast => Some(on_slice!(data, s => comm.bcast(s, 0))),
             Collective::ChainReduce => {
@@ -334,6 +338,7 @@ impl Collective {
             Collective::Rdb
             | Collective::Direct
             | Collective::Ring
+            | Collective::FtRing
             | Collective::Pick
             | Collective::ChainBcast
             | Collective::ChainReduce => {

@@ -176,11 +176,17 @@ struct Tally {
 /// the launcher never holds every input). Plain f64 arithmetic: exact on the integer inputs
 /// the verdict judges.
 fn streamed_aggregate(job: &BuiltinJob, n: u32) -> Vec<f64> {
-    let mut acc = rank_inputs(job.input, 0, job.len, job.seed);
     if job.expected == Expected::RootInput {
-        return acc;
+        return rank_inputs(job.input, 0, job.len, job.seed);
     }
-    for rank in 1..n {
+    streamed_aggregate_of(job, (0..n).collect())
+}
+
+/// The aggregate over the inputs of `ranks` (at least one), built one input at a time.
+fn streamed_aggregate_of(job: &BuiltinJob, ranks: Vec<u32>) -> Vec<f64> {
+    let n = ranks.len() as u32;
+    let mut acc = rank_inputs(job.input, ranks[0], job.len, job.seed);
+    for &rank in &ranks[1..] {
         let x = rank_inputs(job.input, rank, job.len, job.seed);
         let pairs = acc.iter_mut().zip(x);
         match job.op {
@@ -214,6 +220,34 @@ fn digest_as(dtype: Dtype, values: &[f64]) -> u64 {
 
 /// Most failures for which the admissible aggregates are enumerated.
 const MAX_ENUMERATED_FAILURES: usize = 10;
+/// Most failures for which the admissible aggregates of long vectors are built (each one is
+/// a pass over every input).
+const MAX_STREAMED_FAILURES: usize = 3;
+
+/// One result a fault-tolerant job may return.
+enum Admissible {
+    /// The whole vector.
+    Whole(Vec<f64>),
+    /// A long vector's digest in the job's type, and its first elements.
+    Digest(u64, Vec<f64>),
+}
+
+/// Whether rank `r` contributes to the candidate `subset` of the `failed` ranks (every
+/// survivor does).
+fn included(failed: &[u32], subset: u32, r: u32) -> bool {
+    match failed.binary_search(&r) {
+        Ok(i) => subset & (1 << i) != 0,
+        Err(_) => true,
+    }
+}
+
+/// The failed ranks of a job, ascending, without repeats.
+fn failed_ranks(failures: &[FailureRecord]) -> Vec<u32> {
+    let mut failed: Vec<u32> = failures.iter().map(|f| f.rank).collect();
+    failed.sort_unstable();
+    failed.dedup();
+    failed
+}
 
 /// The built-in job's parameters, for checking results.
 pub struct BuiltinJob {
@@ -262,7 +296,7 @@ impl LiveOutcome {
         };
         let expected_digest = sampled.then(|| digest_as(job.dtype, &exact));
         let admissible = if sampled {
-            None
+            self.admissible_streamed(job)
         } else {
             self.admissible_aggregates(job, &inputs)
         };
@@ -309,7 +343,15 @@ impl LiveOutcome {
             if let Some(candidates) = &admissible {
                 let nearest = candidates
                     .iter()
-                    .map(|c| max_relative_error(&report.value, c))
+                    .map(|c| match c {
+                        // A long vector: equal digests, or how far the sample is off (at
+                        // least a hair where only the rest differs).
+                        Admissible::Digest(want, _) if *want == report.digest => 0.0,
+                        Admissible::Digest(_, head) => {
+                            max_relative_error(&report.value, head).max(f64::MIN_POSITIVE)
+                        }
+                        Admissible::Whole(c) => max_relative_error(&report.value, c),
+                    })
                     .fold(f64::INFINITY, f64::min);
                 worst_admissible = Some(worst_admissible.map_or(nearest, |w| w.max(nearest)));
             }
@@ -416,27 +458,43 @@ impl LiveOutcome {
     }
 
     /// For fault-tolerant jobs with failures: every aggregate a correct result may equal.
-    fn admissible_aggregates(&self, job: &BuiltinJob, inputs: &[f64]) -> Option<Vec<Vec<f64>>> {
-        let mut failed: Vec<u32> = self.failures.iter().map(|f| f.rank).collect();
-        failed.sort_unstable();
-        failed.dedup();
-        if !matches!(
-            job.expected,
-            Expected::SurvivorsAggregate | Expected::Survivors
-        ) || failed.is_empty()
-            || failed.len() > MAX_ENUMERATED_FAILURES
-        {
-            return None;
-        }
+    fn admissible_aggregates(&self, job: &BuiltinJob, inputs: &[f64]) -> Option<Vec<Admissible>> {
+        let failed = self.enumerable_failures(job, MAX_ENUMERATED_FAILURES)?;
         let subsets = (0u32..1 << failed.len()).map(|subset| {
-            exact_aggregate(job.op, inputs, job.len, |r| {
-                match failed.binary_search(&(r as u32)) {
-                    Ok(i) => subset & (1 << i) != 0,
-                    Err(_) => true,
-                }
-            })
+            Admissible::Whole(exact_aggregate(job.op, inputs, job.len, |r| {
+                included(&failed, subset, r as u32)
+            }))
         });
         Some(subsets.collect())
+    }
+
+    /// [`LiveOutcome::admissible_aggregates`] for long vectors: each candidate built one input
+    /// at a time, kept as its digest and its first elements.
+    fn admissible_streamed(&self, job: &BuiltinJob) -> Option<Vec<Admissible>> {
+        let failed = self.enumerable_failures(job, MAX_STREAMED_FAILURES)?;
+        let subsets = (0u32..1 << failed.len()).filter_map(|subset| {
+            let ranks: Vec<u32> = (0..self.n)
+                .filter(|&r| included(&failed, subset, r))
+                .collect();
+            if ranks.is_empty() {
+                return None;
+            }
+            let aggregate = streamed_aggregate_of(job, ranks);
+            let head = aggregate[..aggregate.len().min(REPORT_SAMPLE_ELEMS)].to_vec();
+            Some(Admissible::Digest(digest_as(job.dtype, &aggregate), head))
+        });
+        Some(subsets.collect())
+    }
+
+    /// The failed ranks whose inputs a fault-tolerant result may hold or not, where there are
+    /// any and at most `most`.
+    fn enumerable_failures(&self, job: &BuiltinJob, most: usize) -> Option<Vec<u32>> {
+        let failed = failed_ranks(&self.failures);
+        let tolerant = matches!(
+            job.expected,
+            Expected::SurvivorsAggregate | Expected::Survivors
+        );
+        (tolerant && !failed.is_empty() && failed.len() <= most).then_some(failed)
     }
 
     fn failures_json(&self) -> Vec<FailureJson> {
