@@ -1,0 +1,85 @@
+//! The fault-tolerant ring allreduce on real ranks: 16 MiB per rank over shared memory and TCP,
+//! one or two ranks SIGKILLed at points spread over the operations; every survivor returns the
+//! same exact vector, the aggregate over the survivors plus each killed rank at every survivor
+//! or at none.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+mod common;
+
+use ftcoll_algos::rng::SimRng;
+
+/// 16 MiB of 8-byte elements.
+const LEN: &str = "2097152";
+
+/// Runs the job with `kills` ranks killed at points drawn from `seed`; returns the report.
+fn killed_job(transport: &str, dtype: &str, kills: u32, seed: u64) -> serde_json::Value {
+    let _job = common::serialize();
+    let mut rng = SimRng::new(seed);
+    let n = 5u32;
+    let mut args: Vec<String> = [
+        "-n",
+        "5",
+        "--transport",
+        transport,
+        "--algo",
+        "ft-ring",
+        "--dtype",
+        dtype,
+        "--len",
+        LEN,
+        "--ops",
+        "3",
+        "--input",
+        "int",
+        "--no-tui",
+        "--timeout-s",
+        "120",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut victims: Vec<u32> = Vec::new();
+    while victims.len() < kills as usize {
+        let rank = rng.below(u64::from(n)) as u32;
+        if !victims.contains(&rank) {
+            victims.push(rank);
+            // An operation takes tens to hundreds of milliseconds here: the points fall
+            // before, inside and between the three.
+            let at = 2 + rng.below(250);
+            args.push("--fault".into());
+            args.push(format!("kill:rank={rank},at={at}ms"));
+        }
+    }
+    let path = common::scratch(&format!("ft-ring-{transport}-{kills}-{seed}.json"));
+    let out = common::launcher()
+        .args(&args)
+        .arg("--json")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(json["failures"].as_array().map(Vec::len), Some(kills as usize), "{json}");
+    assert_eq!(json["exact"], true, "{args:?}: {json}");
+    assert_eq!(json["consistent"], true, "{args:?}: {json}");
+    assert_eq!(json["ops_ok_all_survivors"], 3, "{args:?}: {json}");
+    json
+}
+
+#[test]
+fn survivors_return_the_same_exact_vector_over_shared_memory() {
+    for (kills, seed) in [(1, 1), (2, 2), (1, 3)] {
+        killed_job("shm", "f64", kills, seed);
+    }
+}
+
+#[test]
+fn survivors_return_the_same_exact_vector_over_tcp() {
+    for (kills, seed) in [(1, 4), (2, 5)] {
+        killed_job("tcp", "i64", kills, seed);
+    }
+}
