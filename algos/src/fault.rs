@@ -158,6 +158,13 @@ pub enum KillTime {
     At(FaultTime),
     /// When operation K starts.
     Operation(u64),
+    /// A time after operation K starts (real runs: a crash in the middle of an operation).
+    DuringOperation {
+        /// The operation.
+        op: u64,
+        /// How long after its start.
+        after: FaultTime,
+    },
 }
 
 impl FlipTarget {
@@ -239,6 +246,9 @@ impl fmt::Display for FaultSpec {
             FaultSpec::Kill { rank, at } => match at {
                 KillTime::At(t) => write!(f, "kill:rank={}{}", rank.0, At(t)),
                 KillTime::Operation(op) => write!(f, "kill:rank={},op={op}", rank.0),
+                KillTime::DuringOperation { op, after } => {
+                    write!(f, "kill:rank={},op={op}{}", rank.0, At(after))
+                }
             },
             FaultSpec::KillNode { node, at } => write!(f, "kill-node:node={node}{}", At(at)),
             FaultSpec::FlipMessage {

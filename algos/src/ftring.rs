@@ -45,7 +45,7 @@
 //! the agreement id in the `segment` field (the communicator's own agreement service never
 //! claims them).
 
-use crate::era::{AgreementState, Era, EraConfig, EraKind};
+use crate::era::EraConfig;
 use crate::protocol::{
     AbortReason, Counters, Detail, Event, Input, Layout, Outbox, Phase, Protocol, RankStatus,
     SegmentPlan, Segmented, ShellConfig,
@@ -55,7 +55,12 @@ use crate::registry::Algorithm;
 use crate::ring::{RingAllreduce, RingConfig, RingMode};
 use crate::time::{Duration, Time};
 use crate::values::{Dtype, ReduceOp, Values, ValuesRef};
-use crate::wire::{Frame, FrameError, OpId, Stamp, MAX_ATTEMPT};
+use crate::wire::{Frame, FrameError, OpId, MAX_ATTEMPT};
+
+mod agreement;
+
+pub use agreement::FtRingServer;
+use agreement::OpAgreement;
 
 /// What a rank contributes to an attempt's agreement (the decision is the minimum).
 const MISMATCH: u64 = 0;
@@ -123,8 +128,7 @@ pub struct FtRing {
     /// The outbox's rank map while the ring runs (swapped in and out).
     map: Vec<u32>,
     ring: Segmented<RingAllreduce>,
-    era: Era,
-    era_out: Outbox,
+    agreement: OpAgreement,
     /// Ring frames of the next attempt (or of attempt 0 before the start): bounded.
     held: Vec<(Rank, Vec<u8>)>,
     known_failed: RankSet,
@@ -171,7 +175,7 @@ impl FtRing {
         let members: Vec<u32> = (0..config.size).collect();
         let ring = Segmented::new(Self::shell(&config, &members, 0), Box::new(make_ring));
         FtRing {
-            era: Era::new(config.rank.0, config.size, config.era),
+            agreement: OpAgreement::new(config.rank, config.size, config.op_id, config.era),
             config,
             stage: Stage::Idle,
             input: Values::F64(Vec::new()),
@@ -179,7 +183,6 @@ impl FtRing {
             members,
             map: Vec::new(),
             ring,
-            era_out: Outbox::new(),
             held: Vec::new(),
             known_failed: RankSet::default(),
             mismatch: None,
@@ -239,13 +242,38 @@ impl FtRing {
         self.abort
     }
 
-    /// Frees the vectors once the caller has the result: a returned rank that keeps serving
-    /// the agreement for a while holds no copy of the data.
-    pub fn keep_agreement_only(&mut self) {
-        let shell = Self::shell(&self.config, &self.members, self.attempt);
-        self.ring = Segmented::new(shell, Box::new(make_ring));
-        self.input = Values::F64(Vec::new());
-        self.held = Vec::new();
+    /// Hands over what must keep answering peers once the caller has the result (the
+    /// operation's agreements, until `serve_until`), leaving an instance that only
+    /// [`FtRing::restart`] makes useful again. The ring's buffers stay here, so that a loop of
+    /// operations faults in no memory after the first.
+    pub fn detach_server(&mut self) -> FtRingServer {
+        let fresh = OpAgreement::new(
+            self.config.rank,
+            self.config.size,
+            self.config.op_id,
+            self.config.era,
+        );
+        FtRingServer {
+            agreement: std::mem::replace(&mut self.agreement, fresh),
+            serve_until: self.serve_until.take(),
+        }
+    }
+
+    /// Makes the instance a fresh one for `config`, keeping its buffers.
+    pub fn restart(&mut self, config: FtRingConfig) {
+        self.members.clear();
+        self.members.extend(0..config.size);
+        self.agreement = OpAgreement::new(config.rank, config.size, config.op_id, config.era);
+        self.config = config;
+        self.stage = Stage::Idle;
+        self.attempt = 0;
+        self.held.clear();
+        self.known_failed = RankSet::default();
+        self.mismatch = None;
+        self.abort = None;
+        self.serve_until = None;
+        self.counters = Counters::default();
+        self.stale = 0;
     }
 
     /// Hands the ring an input, with the attempt's rank map in the outbox, and keeps only the
@@ -355,54 +383,11 @@ impl FtRing {
         };
         // Minimum everywhere: the smallest and (complemented) the largest shape.
         let words = vec![status, culprit, len, !len, dtype, !dtype];
-        let acked = self.era.dead().clone();
         let agreement = u64::from(self.attempt) + 1;
-        if self
-            .era
-            .start(
-                agreement,
-                ReduceOp::Min,
-                words,
-                &acked,
-                true,
-                &mut self.era_out,
-            )
-            .is_err()
-        {
+        if self.agreement.start(agreement, words, out).is_err() {
             // Only a repeated id or a full service refuses: neither happens in one operation.
             self.fail(AbortReason::TooManyFailures, out);
-            return;
         }
-        self.forward_era(out);
-    }
-
-    /// Sends what ERA queued, under this algorithm's id and the operation's.
-    fn forward_era(&mut self, out: &mut Outbox) {
-        let before = out.stamp();
-        for i in 0..self.era_out.send_count() {
-            let Some((to, bytes)) = self.era_out.send_at(i) else {
-                continue;
-            };
-            let Ok(frame) = Frame::decode(bytes) else {
-                continue;
-            };
-            let (Ok(values), Ok(ranks)) = (frame.values(), frame.trailer()) else {
-                continue;
-            };
-            let mut header = frame.header;
-            out.set_stamp(Stamp {
-                segment: header.op_id as u32,
-                dtype: Dtype::Empty,
-                len: 0,
-                attempt: self.attempt,
-            });
-            header.algo = Algorithm::FtRing as u8;
-            header.op_id = self.config.op_id.0;
-            out.send_with_ranks(to, header, values, ranks);
-            self.counters.messages_sent += 1;
-        }
-        self.era_out.clear();
-        out.set_stamp(before);
     }
 
     /// Acts on the attempt's decision, if taken.
@@ -411,12 +396,9 @@ impl FtRing {
             return;
         }
         let agreement = u64::from(self.attempt) + 1;
-        let AgreementState::Decided(decision) = self.era.state(agreement) else {
+        let Some((words, failed)) = self.agreement.decision(agreement) else {
             return;
         };
-        let words = decision.words.clone();
-        let failed = decision.failed.clone();
-        self.era.returned(agreement);
         match words.first().copied().unwrap_or(MISMATCH) {
             COMPLETED => self.finish(now, out),
             RETRY => {
@@ -555,21 +537,7 @@ impl FtRing {
     }
 
     fn on_era_frame(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
-        if EraKind::Revoke as u8 == frame.header.kind {
-            return self.reject(from, "revoke inside an operation", out);
-        }
-        let mut header = frame.header;
-        header.algo = Algorithm::EraAgree as u8;
-        header.op_id = u64::from(header.segment);
-        let frame = Frame { header, ..frame };
-        match self.era.handle_frame(from, &frame, &mut self.era_out) {
-            Ok(()) => self.counters.messages_received += 1,
-            Err(error) => {
-                self.counters.frames_rejected += 1;
-                out.emit(Event::Rejected { from, error });
-            }
-        }
-        self.forward_era(out);
+        self.agreement.on_frame(from, frame, out);
         self.check_decision(now, out);
     }
 
@@ -578,8 +546,7 @@ impl FtRing {
             return;
         }
         self.counters.failures_noticed += 1;
-        self.era.peer_failed(peer.0, &mut self.era_out);
-        self.forward_era(out);
+        self.agreement.peer_failed(peer, out);
         if self.stage == Stage::Ringing {
             if let Ok(position) = self.members.binary_search(&peer.0) {
                 let peer = Rank(position as u32);

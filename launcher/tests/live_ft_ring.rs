@@ -63,7 +63,11 @@ fn killed_job(transport: &str, dtype: &str, kills: u32, seed: u64) -> serde_json
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(json["failures"].as_array().map(Vec::len), Some(kills as usize), "{json}");
+    assert_eq!(
+        json["failures"].as_array().map(Vec::len),
+        Some(kills as usize),
+        "{json}"
+    );
     assert_eq!(json["exact"], true, "{args:?}: {json}");
     assert_eq!(json["consistent"], true, "{args:?}: {json}");
     assert_eq!(json["ops_ok_all_survivors"], 3, "{args:?}: {json}");

@@ -50,7 +50,8 @@ pub struct RankFaults {
     /// State flips and when.
     state_flips: Vec<(Duration, LocalFault)>,
     /// Operation at whose start this rank dies.
-    kill_at_op: Option<u64>,
+    /// The operation at whose start this rank dies, and how long after the start.
+    kill_at_op: Option<(u64, Duration)>,
     /// Delay before the first operation.
     start_delay: Duration,
     rng: SimRng,
@@ -109,7 +110,11 @@ impl RankFaults {
             FaultSpec::Kill {
                 rank,
                 at: KillTime::Operation(op),
-            } if rank == me => self.kill_at_op = Some(op),
+            } if rank == me => self.kill_at_op = Some((op, Duration::ZERO)),
+            FaultSpec::Kill {
+                rank,
+                at: KillTime::DuringOperation { op, after },
+            } if rank == me => self.kill_at_op = Some((op, wall_time(after)?)),
             FaultSpec::FlipMessage {
                 rank,
                 which,
@@ -175,7 +180,13 @@ impl RankFaults {
 
     /// Whether this rank dies when operation `op` starts.
     pub fn dies_at_op(&self, op: u64) -> bool {
-        self.kill_at_op == Some(op)
+        self.kill_at_op == Some((op, Duration::ZERO))
+    }
+
+    /// How long after operation `op` starts this rank dies, if it dies during it.
+    pub fn dies_during_op(&self, op: u64) -> Option<Duration> {
+        self.kill_at_op
+            .and_then(|(at, after)| (at == op).then_some(after))
     }
 
     /// How long to wait before the first operation.

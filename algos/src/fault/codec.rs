@@ -46,6 +46,11 @@ impl FaultSpec {
                         w.u8(1);
                         w.u64(op);
                     }
+                    KillTime::DuringOperation { op, after } => {
+                        w.u8(2);
+                        w.u64(op);
+                        w.time(after);
+                    }
                 }
             }
             FaultSpec::KillNode { node, at } => {
@@ -278,6 +283,10 @@ impl Reader<'_> {
                 let at = match self.u8()? {
                     0 => KillTime::At(self.time()?),
                     1 => KillTime::Operation(self.u64()?),
+                    2 => KillTime::DuringOperation {
+                        op: self.u64()?,
+                        after: self.time()?,
+                    },
                     tag => {
                         return Err(FaultDecodeError::UnknownTag {
                             what: "kill time",
@@ -403,6 +412,13 @@ mod tests {
             FaultSpec::Kill {
                 rank: Rank(1),
                 at: KillTime::Operation(7),
+            },
+            FaultSpec::Kill {
+                rank: Rank(2),
+                at: KillTime::DuringOperation {
+                    op: 3,
+                    after: FaultTime::Nanos(4_000_000),
+                },
             },
             FaultSpec::KillNode {
                 node: 2,

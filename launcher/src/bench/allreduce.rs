@@ -74,6 +74,8 @@ pub struct FtcollCase {
     pub dead: Vec<u32>,
     /// The operation (counting the warm-up) at whose start the dead ranks die.
     pub dies_at_op: u64,
+    /// How long after that operation's start they die (none: at its start).
+    pub dies_after_us: Option<u64>,
     /// The agreement tree (`--era-tree`), if not the default.
     pub era_tree: Option<String>,
     /// Ranks per node of the agreement tree, if not all on one node.
@@ -93,6 +95,7 @@ impl FtcollCase {
             tolerate: 0,
             dead: Vec::new(),
             dies_at_op: 0,
+            dies_after_us: None,
             era_tree: None,
             ranks_per_node: None,
             rank_args: Vec::new(),
@@ -136,7 +139,10 @@ pub fn ftcoll_timings(
     let faults: Vec<String> = case
         .dead
         .iter()
-        .map(|r| format!("kill:rank={r},op={}", case.dies_at_op))
+        .map(|r| match case.dies_after_us {
+            Some(after) => format!("kill:rank={r},op={},at={after}us", case.dies_at_op),
+            None => format!("kill:rank={r},op={}", case.dies_at_op),
+        })
         .collect();
     let parsed_faults = faults
         .iter()

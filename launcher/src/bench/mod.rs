@@ -4,6 +4,7 @@ pub mod allreduce;
 pub mod console;
 pub mod corrected;
 pub mod era;
+pub mod ft_allreduce;
 pub mod ftco;
 pub mod sweep;
 pub mod transport;
@@ -124,10 +125,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "corrected" => corrected::run(args),
         "era" => era::run(args),
         "ftco" => ftco::run(args),
+        "ft-allreduce" => ft_allreduce::run(args),
         "console" => console::run(args),
         "transport" => transport::run(args),
         other => {
-            bail!("unknown benchmark '{other}'; available: sim, allreduce, bcast, reduce, corrected, era, ftco, console, transport")
+            bail!("unknown benchmark '{other}'; available: sim, allreduce, bcast, reduce, corrected, era, ftco, ft-allreduce, console, transport")
         }
     }
 }

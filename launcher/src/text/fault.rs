@@ -202,7 +202,11 @@ fn parse_kill(rest: &str) -> Result<FaultSpec, FaultSpecError> {
     f.only(&["rank", "at", "op"])?;
     let rank = parse_rank("rank", f.need("rank", "kill:rank=3,at=100")?)?;
     let at = match (f.get("at"), f.get("op")) {
-        (Some(_), Some(_)) => return Err(bad("op", "", "give either at= or op=, not both")),
+        // With op=, at= counts from the operation's start.
+        (Some(_), Some(op)) => KillTime::DuringOperation {
+            op: parse_u64("op", op)?,
+            after: time_or_zero(&f)?,
+        },
         (None, Some(op)) => KillTime::Operation(parse_u64("op", op)?),
         _ => KillTime::At(time_or_zero(&f)?),
     };
@@ -409,6 +413,15 @@ mod tests {
                 at: KillTime::Operation(2)
             })
         );
+        let during = FaultSpec::Kill {
+            rank: Rank(3),
+            at: KillTime::DuringOperation {
+                op: 2,
+                after: FaultTime::Nanos(4_000_000),
+            },
+        };
+        assert_eq!(parse_fault("kill:rank=3,op=2,at=4ms"), Ok(during));
+        assert_eq!(parse_fault(&during.to_string()), Ok(during));
         assert!(matches!(
             parse_fault("kill-node:node=1,at=5ms"),
             Ok(FaultSpec::KillNode {

@@ -40,22 +40,37 @@ impl Communicator {
             linger: Duration(self.op_timeout.as_nanos().min(u128::from(u64::MAX)) as u64),
             commit: CommitRule::Agreed,
         };
-        let mut protocol = FtRing::new(config);
+        // Kept from call to call like the ring's shell: its buffers are reused, not faulted in
+        // again.
+        let mut protocol = match self.ft_ring.take() {
+            Some(mut protocol) => {
+                protocol.restart(config);
+                protocol
+            }
+            None => Box::new(FtRing::new(config)),
+        };
         self.ft_rings += 1;
         let members = self.members();
-        let (outcome, owes_peers) =
-            self.run_collective_in(&mut protocol, data, |ring, outcome| {
-                if let Some(contributors) = ring.contributors() {
-                    outcome.excluded = (0..members.len() as u32)
-                        .filter(|r| contributors.binary_search(r).is_err())
-                        .map(|r| Rank(members[r as usize]))
-                        .collect();
-                }
-            })?;
+        let ran = self.run_collective_in(&mut *protocol, data, |ring, outcome| {
+            if let Some(contributors) = ring.contributors() {
+                outcome.excluded = (0..members.len() as u32)
+                    .filter(|r| contributors.binary_search(r).is_err())
+                    .map(|r| Rank(members[r as usize]))
+                    .collect();
+            }
+        });
+        let (outcome, owes_peers) = match ran {
+            Ok(ran) => ran,
+            Err(error) => {
+                self.ft_ring = Some(protocol);
+                return Err(error);
+            }
+        };
         if owes_peers {
-            protocol.keep_agreement_only();
-            self.endpoint().linger(self.ops, Box::new(protocol));
+            let server = protocol.detach_server();
+            self.endpoint().linger(self.ops, Box::new(server));
         }
+        self.ft_ring = Some(protocol);
         Ok(outcome)
     }
 }

@@ -126,6 +126,7 @@ impl Communicator {
             epoch: 0,
             agreements: 0,
             ft_rings: 0,
+            ft_ring: None,
             acked: RankSet::default(),
             members: None,
             placement,

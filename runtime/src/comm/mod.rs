@@ -61,6 +61,8 @@ pub struct Communicator {
     epoch: u64,
     /// Agreements started in this epoch.
     agreements: u64,
+    /// The last fault-tolerant ring, kept for its buffers.
+    ft_ring: Option<Box<ftcoll_algos::ftring::FtRing>>,
     /// Fault-tolerant ring allreduces run: their agreements are answered until the flush at
     /// the exit.
     ft_rings: u64,

@@ -268,16 +268,34 @@ impl<T: Transport> Endpoint<T> {
     /// SIGKILLs this process if a scripted fault kills it at the start of operation
     /// `op_index`: the same death the launcher's reaper and survivors see.
     pub fn die_if_scripted(&self, op_index: u64) {
-        if self.faults.dies_at_op(op_index) {
-            tracing::warn!(
-                rank = self.me.0,
-                op = op_index,
-                "scripted kill at operation start"
-            );
+        let Some(after) = self.faults.dies_during_op(op_index) else {
+            return;
+        };
+        tracing::warn!(
+            rank = self.me.0,
+            op = op_index,
+            after_us = after.as_micros() as u64,
+            "scripted kill during an operation"
+        );
+        let die = || {
             let _ = rustix::process::kill_process(
                 rustix::process::getpid(),
                 rustix::process::Signal::KILL,
             );
+        };
+        if after.is_zero() {
+            die();
+        } else {
+            // The operation runs on this thread: the kill comes from a timer beside it.
+            let spawned = std::thread::Builder::new()
+                .name("scripted-kill".into())
+                .spawn(move || {
+                    std::thread::sleep(after);
+                    die();
+                });
+            if spawned.is_err() {
+                die();
+            }
         }
     }
 

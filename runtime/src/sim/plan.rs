@@ -111,7 +111,9 @@ impl CompiledPlan {
                 FaultSpec::Kill { rank, at } => {
                     let at = match at {
                         KillTime::At(at) => at.steps()?,
-                        KillTime::Operation(_) => return Err(PlanError::KillAtOperation),
+                        KillTime::Operation(_) | KillTime::DuringOperation { .. } => {
+                            return Err(PlanError::KillAtOperation)
+                        }
                     };
                     plan.timed
                         .push((Time(at), TimedFault::Crash(check_rank(rank, n)?)));

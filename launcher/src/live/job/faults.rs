@@ -36,7 +36,7 @@ pub(super) fn launcher_faults(
             } => planned.push((wall_time(at)?, LauncherFault::Kill(check(rank.0)?))),
             FaultSpec::Kill {
                 rank,
-                at: KillTime::Operation(_),
+                at: KillTime::Operation(_) | KillTime::DuringOperation { .. },
             } => {
                 check(rank.0)?;
             }
