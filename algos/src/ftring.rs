@@ -376,13 +376,22 @@ impl FtRing {
     /// mismatch is reported identically everywhere).
     fn contribute(&mut self, status: u64, out: &mut Outbox) {
         self.stage = Stage::Agreeing;
-        let (dtype, len) = (u64::from(self.input.dtype() as u8), self.input.len() as u64);
-        let culprit = match self.mismatch {
-            Some(AbortReason::ShapeMismatch { peer, .. }) => u64::from(peer.0),
-            _ => u64::MAX,
+        let mine = shape_code(self.input.dtype(), self.input.len() as u64);
+        // A rank that saw another shape names a rank of the lower and one of the higher of the
+        // two: itself and the peer.
+        let (low, high) = match self.mismatch {
+            Some(AbortReason::ShapeMismatch { peer, remote, .. }) => {
+                let (me, peer) = (u64::from(self.config.rank.0), u64::from(peer.0));
+                if shape_code(remote.0, remote.1) < mine {
+                    (peer, me)
+                } else {
+                    (me, peer)
+                }
+            }
+            _ => (u64::MAX, u64::MAX),
         };
-        // Minimum everywhere: the smallest and (complemented) the largest shape.
-        let words = vec![status, culprit, len, !len, dtype, !dtype];
+        // Minimum everywhere: with the complemented largest shape, both extremes.
+        let words = vec![status, low, high, mine, !mine];
         let agreement = u64::from(self.attempt) + 1;
         if self.agreement.start(agreement, words, out).is_err() {
             // Only a repeated id or a full service refuses: neither happens in one operation.
@@ -425,22 +434,23 @@ impl FtRing {
     /// The mismatch every rank reports: the smallest culprit any rank named, and the shape
     /// that differs from this rank's among the smallest and the largest.
     fn agreed_mismatch(&self, words: &[u64]) -> AbortReason {
-        let word = |i: usize| words.get(i).copied().unwrap_or(0);
-        let mine = (self.input.dtype(), self.input.len() as u64);
-        let dtype = |code: u64| Dtype::from_u8(code as u8).unwrap_or(Dtype::Empty);
-        let low = (dtype(word(4)), word(2));
-        let high = (dtype(!word(5)), !word(3));
-        let remote = if mine == low { high } else { low };
-        let culprit = word(1);
-        let peer = if culprit == u64::MAX {
-            self.config.rank
+        let word = |i: usize| words.get(i).copied().unwrap_or(u64::MAX);
+        let local = (self.input.dtype(), self.input.len() as u64);
+        let (low, high) = (word(3), !word(4));
+        // With two shapes (the usual bug) every rank names a rank of the other one.
+        let (culprit, remote) = if shape_code(local.0, local.1) == low {
+            (word(2), high)
         } else {
-            Rank(culprit as u32)
+            (word(1), low)
         };
+        let peer = u32::try_from(culprit).map_or(self.config.rank, Rank);
         AbortReason::ShapeMismatch {
             peer,
-            local: mine,
-            remote,
+            local,
+            remote: (
+                Dtype::from_u8((remote % 8) as u8).unwrap_or(Dtype::Empty),
+                remote / 8,
+            ),
         }
     }
 
@@ -561,6 +571,11 @@ impl FtRing {
         self.input.copy_from(data);
         self.start_attempt(now, out);
     }
+}
+
+/// A vector's shape as one number, ordered by length then type (types fit 3 bits).
+fn shape_code(dtype: Dtype, len: u64) -> u64 {
+    len.saturating_mul(8) | u64::from(dtype as u8 & 7)
 }
 
 impl crate::protocol::Assembled for FtRing {

@@ -82,15 +82,17 @@ fn a_long_vector_segments_under_the_library_pick() {
 fn ranks_that_pass_different_vectors_all_get_the_typed_error_and_go_on() {
     let _job = common::serialize();
     let program = common::example("shapes");
-    for (n, len, odd, what) in [
-        ("4", "1000", "3", "length"),
-        ("3", "100000", "0", "type"),
-        ("5", "10", "2", "length"),
+    for (n, len, odd, what, call) in [
+        ("4", "1000", "3", "length", "pick"),
+        ("3", "100000", "0", "type", "pick"),
+        ("5", "10", "2", "length", "pick"),
+        ("4", "300000", "1", "length", "ft"),
+        ("3", "1000", "2", "type", "ft"),
     ] {
         let out = common::launcher()
             .args(["-n", n, "--timeout-s", "60", "--"])
             .arg(&program)
-            .args([len, odd, what])
+            .args([len, odd, what, call])
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);

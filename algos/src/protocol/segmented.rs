@@ -438,9 +438,11 @@ impl<P: SegmentProtocol> Segmented<P> {
             0,
         )
         .with_aux(u64::from(peer.0));
+        // The notice names the rank and its shape; its own stamp is the sender's shape.
+        let named = [remote.1, remote.0 as u64];
         for to in (0..self.config.size).map(Rank) {
             if to != self.config.rank {
-                out.send(to, header, ValuesRef::Empty);
+                out.send(to, header, ValuesRef::U64(&named));
             }
         }
         self.fail(
@@ -470,9 +472,19 @@ impl<P: SegmentProtocol> Segmented<P> {
             return;
         }
         if frame.header.kind == KIND_SHAPE_MISMATCH {
-            // A peer saw two shapes; the one it reports is theirs, or a third rank's.
-            let culprit = Rank(frame.header.aux as u32);
-            self.mismatch(culprit, (theirs.dtype, theirs.len), out);
+            // A peer saw two shapes: it names a rank and that rank's shape. Where that shape is
+            // this rank's own, the peer itself holds the other one.
+            let named = match frame.values() {
+                Ok(ValuesRef::U64(&[len, dtype])) => Dtype::from_u8(dtype as u8).map(|d| (d, len)),
+                _ => None,
+            };
+            let mine = (self.shape.dtype, self.shape.len);
+            match named {
+                Some(shape) if shape != mine => {
+                    self.mismatch(Rank(frame.header.aux as u32), shape, out)
+                }
+                _ => self.mismatch(from, (theirs.dtype, theirs.len), out),
+            }
             return;
         }
         // A frame sent outside any shell (an answer a driver gives for an operation it has not
