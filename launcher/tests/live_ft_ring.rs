@@ -87,3 +87,49 @@ fn survivors_return_the_same_exact_vector_over_tcp() {
         killed_job("tcp", "i64", kills, seed);
     }
 }
+
+/// `bench ft-allreduce` end to end (ftcoll's side; the ULFM prefix points nowhere, so Open
+/// MPI's side is skipped): every figure of ftcoll's is there, the ULFM way on ftcoll included
+/// (an agreement that reports the death rebuilds the agreement tree without the dead rank, and
+/// the shrink after it must still leave it out).
+#[test]
+fn bench_ft_allreduce_measures_every_ftcoll_figure() {
+    let _job = common::serialize();
+    let path = common::scratch("bench-ft-allreduce.json");
+    let out = common::launcher()
+        .args([
+            "bench",
+            "ft-allreduce",
+            "--sizes",
+            "3",
+            "--bytes",
+            "1048576",
+            "--repeat",
+            "2",
+            "--iters",
+            "3",
+            "--ulfm-prefix",
+            "/nonexistent",
+            "--json",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let row = &rows[0];
+    for key in [
+        "ring_us",
+        "ft_ring_us",
+        "price",
+        "ft_ring_crash_us",
+        "crash_over_free",
+        "ftcoll_shrink_retry_us",
+    ] {
+        assert!(row[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {row}");
+    }
+    assert!(row["ulfm_crash_us"].is_null(), "{row}");
+}

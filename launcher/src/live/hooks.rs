@@ -26,6 +26,10 @@ pub trait BuiltinJobHooks {
     /// Whether a scripted fault (`--fault kill:rank=R,op=K`) kills this rank when its next
     /// operation (collective or agreement) starts.
     fn dies_at_next_op(&self) -> bool;
+
+    /// Whether a scripted fault kills this rank during the next operation (some time after
+    /// its start).
+    fn dies_during_next_op(&self) -> bool;
 }
 
 impl BuiltinJobHooks for Communicator {
@@ -49,5 +53,11 @@ impl BuiltinJobHooks for Communicator {
         let channel = self.job_channel();
         let next = channel.next_op_index();
         channel.scripted_faults(|faults| faults.dies_at_op(next))
+    }
+
+    fn dies_during_next_op(&self) -> bool {
+        let channel = self.job_channel();
+        let next = channel.next_op_index();
+        channel.scripted_faults(|faults| faults.dies_during_op(next).is_some())
     }
 }

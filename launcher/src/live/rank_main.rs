@@ -64,8 +64,9 @@ pub struct RankArgs {
     pub bench_failure: bool,
     /// Benchmark mode of a collective with a fault (004 Table 1, Fig. 6): the ranks the
     /// launcher's faults kill die at the first operation after the warm-up; the survivors time
-    /// that operation (with `--bench-recovery`: the failed operation, revoke, shrink and a
-    /// retry, as a ULFM application recovers), then `ops` more.
+    /// that operation (with `--bench-recovery`: the operation, an agreement on whether it
+    /// succeeded everywhere and, if not, revoke, shrink and a retry, as a ULFM application
+    /// recovers), then `ops` more.
     #[arg(long)]
     pub bench_fault_op: bool,
     /// See `--bench-fault-op`.
@@ -563,6 +564,9 @@ struct FaultOpRun<'a> {
     victims_lag: bool,
 }
 
+/// How long a rank scripted to die during an operation waits for the kill after it.
+const VICTIM_WAITS_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How long a victim waits, after the line-up, before it enters the faulty operation: far
 /// longer than the survivors take to return from the line-up agreement and start it.
 const VICTIMS_LAG: std::time::Duration = std::time::Duration::from_millis(10);
@@ -589,31 +593,56 @@ impl FaultOpRun<'_> {
         }
         data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
         let started = Instant::now();
-        match self.collective.run(&mut comm, &mut data, self.op, None) {
-            Ok(_) => {}
-            // A rank sees the failure itself, or the revoke of a rank that saw it first.
-            Err(CommError::PeerFailed { .. } | CommError::Revoked) if self.recovery => {
-                // ULFM's pattern: make every rank leave the failed operation, agree on the
-                // survivors, retry on them.
-                comm.revoke()?;
-                comm.ack_failed();
-                let members = comm.shrink()?;
-                tracing::debug!(members = members.len(), "shrunk; retrying");
-                data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
-                self.collective.run(&mut comm, &mut data, self.op, None)?;
-            }
-            Err(other) => return Err(other),
+        let victim = comm.dies_during_next_op();
+        self.call(&mut comm, &mut data)?;
+        if victim {
+            // The kill comes some time into the operation; if the operation was quicker, wait
+            // for it here rather than go on and report as a survivor.
+            std::thread::sleep(VICTIM_WAITS_AT_MOST);
+            return Err(CommError::Config(
+                "the scripted kill during the operation never came".into(),
+            ));
         }
         let mut nanos = Vec::with_capacity(self.ops as usize + 1);
         nanos.push(started.elapsed().as_nanos() as u64);
         for _ in 0..self.ops {
             data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
             let started = Instant::now();
-            self.collective.run(&mut comm, &mut data, self.op, None)?;
+            self.call(&mut comm, &mut data)?;
             nanos.push(started.elapsed().as_nanos() as u64);
         }
         comm.report_timings(nanos)?;
         comm.finish()
+    }
+
+    /// One call; with `recovery`, the way a ULFM application makes one: the collective, an
+    /// agreement on whether it succeeded everywhere (a rank may hold its result while another
+    /// failed, or a rank may die after it), and if not, revoke, acknowledge, shrink and the
+    /// collective again on the survivors.
+    fn call(&self, comm: &mut Communicator, data: &mut Values) -> Result<(), CommError> {
+        let ran = match self.collective.run(comm, data, self.op, None) {
+            Ok(_) => true,
+            // A rank sees the failure itself, or the revoke of a rank that saw it first.
+            Err(CommError::PeerFailed { .. } | CommError::Revoked) if self.recovery => false,
+            Err(other) => return Err(other),
+        };
+        if !self.recovery {
+            return Ok(());
+        }
+        let everywhere = match comm.agree(u64::from(ran)) {
+            Ok(flag) => flag == 1,
+            Err(CommError::UnacknowledgedFailure { .. }) => false,
+            Err(error) => return Err(error),
+        };
+        if !everywhere {
+            comm.revoke()?;
+            comm.ack_failed();
+            let members = comm.shrink()?;
+            tracing::debug!(members = members.len(), "shrunk; retrying");
+            data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
+            self.collective.run(comm, data, self.op, None)?;
+        }
+        Ok(())
     }
 }
 

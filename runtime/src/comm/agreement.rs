@@ -198,7 +198,17 @@ impl Communicator {
     /// as failed. Ranks are renumbered 0..size in world order; returns the members' world ranks.
     pub fn shrink(&mut self) -> Result<Vec<u32>, CommError> {
         let agreed = self.agree_with(&[], ReduceOp::BitOr)?;
-        let failed = RankSet::from_unsorted(agreed.failed);
+        let mut failed = RankSet::from_unsorted(agreed.failed);
+        // An earlier agreement of this communicator that decided failures rebuilt the tree
+        // without them, and later decisions only name failures among the tree's members: the
+        // ranks it left out are agreed dead too, identically at every survivor (each returned
+        // from that agreement before this one).
+        let left_out = self
+            .with_era(self.epoch, |era, _| era.tree().excluded().to_vec())?
+            .unwrap_or_default();
+        for rank in left_out {
+            failed.insert(rank);
+        }
         let members: Vec<u32> = self
             .members()
             .into_iter()
