@@ -52,7 +52,7 @@ use crate::protocol::{
 };
 use crate::rank::{Rank, RankSet};
 use crate::registry::Algorithm;
-use crate::ring::{RingAllreduce, RingConfig, RingMode};
+use crate::ring::RingAllreduce;
 use crate::time::{Duration, Time};
 use crate::values::{Dtype, ReduceOp, Values, ValuesRef};
 use crate::wire::{Frame, FrameError, OpId, MAX_ATTEMPT};
@@ -152,28 +152,14 @@ impl std::fmt::Debug for FtRing {
     }
 }
 
-fn make_ring(shell: &ShellConfig, _segment: u32, spare: Option<RingAllreduce>) -> RingAllreduce {
-    let config = RingConfig {
-        rank: shell.rank,
-        size: shell.size,
-        op: shell.reduce,
-        op_id: shell.op,
-        mode: RingMode::Allreduce,
-    };
-    match spare {
-        Some(mut ring) => {
-            ring.restart(config);
-            ring
-        }
-        None => RingAllreduce::new(config),
-    }
-}
-
 impl FtRing {
     /// A rank's instance.
     pub fn new(config: FtRingConfig) -> FtRing {
         let members: Vec<u32> = (0..config.size).collect();
-        let ring = Segmented::new(Self::shell(&config, &members, 0), Box::new(make_ring));
+        let ring = Segmented::new(
+            Self::shell(&config, &members, 0),
+            Box::new(crate::ring::allreduce_segment),
+        );
         FtRing {
             agreement: OpAgreement::new(config.rank, config.size, config.op_id, config.era),
             config,

