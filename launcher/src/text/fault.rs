@@ -487,7 +487,7 @@ mod tests {
             "explode:rank=1",
             "kill",
             "kill:rank=x",
-            "kill:rank=1,at=5,op=2",
+            "kill:rank=1,at=5,op=x",
             "kill:rank=1,when=3",
             "flip-msg:rank=0",
             "flip-msg:rank=0,bit=64",

@@ -1,0 +1,68 @@
+/* The fault-tolerant allreduce from C: run it under the launcher and kill a rank in the middle.
+ *
+ *   ftcoll-launch -n 8 --fault kill:rank=3,op=1,at=2ms -- ./ft_allreduce [COUNT] [CALLS]
+ *
+ * Every rank contributes int64 elements that name it: rank r's element i is
+ * (r + 1) * 1000003 + i. After each call a survivor checks its result exactly against the sum
+ * over the ranks the call says it counted, and prints one line. Exit status 0 only if every
+ * result was exact. */
+#include <ftcoll.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        int rc_ = (call);                                                             \
+        if (rc_ != FTCOLL_SUCCESS) {                                                  \
+            fprintf(stderr, "%s: %s: %s\n", #call, ftcoll_error_string(rc_),         \
+                    ftcoll_last_error());                                             \
+            exit(1);                                                                  \
+        }                                                                             \
+    } while (0)
+
+int main(int argc, char **argv) {
+    size_t count = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : (size_t)1 << 20;
+    int calls = argc > 2 ? atoi(argv[2]) : 3;
+    FtcollComm *comm;
+    CHECK(ftcoll_init(&comm));
+    int rank, size;
+    CHECK(ftcoll_comm_rank(comm, &rank));
+    CHECK(ftcoll_comm_size(comm, &size));
+    int64_t *in = malloc(count * sizeof *in), *out = malloc(count * sizeof *out);
+    uint32_t *excluded = malloc((size_t)size * sizeof *excluded);
+    if (!in || !out || !excluded) {
+        fprintf(stderr, "rank %d: out of memory\n", rank);
+        return 1;
+    }
+    for (size_t i = 0; i < count; i++) in[i] = (int64_t)(rank + 1) * 1000003 + (int64_t)i;
+    for (int call = 0; call < calls; call++) {
+        size_t left_out = 0;
+        CHECK(ftcoll_ft_allreduce(comm, in, out, count, FTCOLL_I64, FTCOLL_SUM, excluded,
+                                  (size_t)size, &left_out));
+        /* The sum over the counted ranks: every rank but the ones left out. */
+        int64_t base = 0, counted = 0;
+        for (int r = 0; r < size; r++) {
+            int out_of_it = 0;
+            for (size_t k = 0; k < left_out; k++) out_of_it |= excluded[k] == (uint32_t)r;
+            if (!out_of_it) {
+                base += (int64_t)(r + 1) * 1000003;
+                counted++;
+            }
+        }
+        for (size_t i = 0; i < count; i++) {
+            if (out[i] != base + counted * (int64_t)i) {
+                fprintf(stderr, "rank %d, call %d: element %zu is %" PRId64 ", expected %" PRId64 "\n",
+                        rank, call, i, out[i], base + counted * (int64_t)i);
+                return 2;
+            }
+        }
+        printf("rank %d: call %d exact over %" PRId64 " ranks (%zu left out)\n", rank, call,
+               counted, left_out);
+    }
+    free(in);
+    free(out);
+    free(excluded);
+    CHECK(ftcoll_finalize(comm));
+    return 0;
+}
