@@ -13,7 +13,8 @@ use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use ftcoll_algos::ReduceOp;
-use ftcoll_runtime::comm::{CommError, Communicator, CorrectedOptions, Outcome};
+use ftcoll_runtime::comm::{AgreeRequest, CommError, Communicator, CorrectedOptions, Outcome};
+use ftcoll_runtime::ftco_call::FtcoCall;
 
 mod buffers;
 
@@ -374,6 +375,39 @@ pub unsafe extern "C" fn ftcoll_corrected_allreduce(
     })
 }
 
+/// Fault-tolerant allreduce of doubles in place by FTCO (004): a tree that routes around failed
+/// ranks inside the operation; a rank silent for `detect_timeout_ms` (or reported dead by the
+/// launcher) is left out. The vector must fit one frame of the transport. Excluded ranks as in
+/// `ftcoll_ft_allreduce`.
+///
+/// # Safety
+/// As `ftcoll_corrected_allreduce`.
+#[no_mangle]
+#[allow(unsafe_code)]
+pub unsafe extern "C" fn ftcoll_ftco_allreduce(
+    comm: *mut FtcollComm,
+    buf: *mut f64,
+    count: usize,
+    op: c_int,
+    detect_timeout_ms: u32,
+    excluded: *mut u32,
+    capacity: usize,
+    excluded_len: *mut usize,
+) -> c_int {
+    guarded(|| {
+        // SAFETY: the caller's contract, for every pointer.
+        let comm = unsafe { comm_mut(comm) }?;
+        let op = op_of(op)?;
+        let data = unsafe { buffers::doubles(buf, count) }?;
+        if detect_timeout_ms == 0 {
+            return Err(arg("detect_timeout_ms must be at least 1"));
+        }
+        let timeout = std::time::Duration::from_millis(u64::from(detect_timeout_ms));
+        let outcome = comm.ftco(data, op, &FtcoCall::allreduce(timeout))?;
+        unsafe { put_ranks(&excluded_of(&outcome), excluded, capacity, excluded_len) }
+    })
+}
+
 /// Reduce to `root`: at the root `recvbuf` gets the reduction of every rank's `sendbuf`
 /// (`sendbuf` null: of `recvbuf`, in place); elsewhere `recvbuf` is not touched and may be null.
 ///
@@ -532,6 +566,71 @@ pub unsafe extern "C" fn ftcoll_agree(comm: *mut FtcollComm, flag: *mut u64) -> 
                 Err(Failure::from(error))
             }
             Err(other) => Err(other.into()),
+        }
+    })
+}
+
+/// An agreement in flight (`ftcoll_iagree`), completed by `ftcoll_wait_agree`. Opaque to C.
+pub struct FtcollAgreeRequest {
+    inner: AgreeRequest,
+}
+
+/// ULFM's `MPIX_Comm_iagree`: starts an agreement on `flag` (AND) and returns at once with a
+/// request in `*request`; `ftcoll_wait_agree` completes it. Agreements complete in any order.
+///
+/// # Safety
+/// `comm` is a live handle; `request` valid for one write.
+#[no_mangle]
+#[allow(unsafe_code)]
+pub unsafe extern "C" fn ftcoll_iagree(
+    comm: *mut FtcollComm,
+    flag: u64,
+    request: *mut *mut FtcollAgreeRequest,
+) -> c_int {
+    guarded(|| {
+        // SAFETY: the caller's contract, for both.
+        let comm = unsafe { comm_mut(comm) }?;
+        if request.is_null() {
+            return Err(arg("null request pointer"));
+        }
+        let inner = comm.iagree(&[flag], ReduceOp::BitAnd)?;
+        let handle = Box::into_raw(Box::new(FtcollAgreeRequest { inner }));
+        unsafe { put(request, handle) }
+    })
+}
+
+/// Completes an agreement `ftcoll_iagree` started and frees the request: `*flag` gets the
+/// agreed AND; `FTCOLL_ERR_UNACKED_FAILURE` as for `ftcoll_agree`.
+///
+/// # Safety
+/// `comm` is the live handle the request was started on; `request` a request from
+/// `ftcoll_iagree`, not used again; `flag` valid for one write.
+#[no_mangle]
+#[allow(unsafe_code)]
+pub unsafe extern "C" fn ftcoll_wait_agree(
+    comm: *mut FtcollComm,
+    request: *mut FtcollAgreeRequest,
+    flag: *mut u64,
+) -> c_int {
+    guarded(|| {
+        // SAFETY: the caller's contract, for every pointer.
+        let comm = unsafe { comm_mut(comm) }?;
+        if request.is_null() || flag.is_null() {
+            return Err(arg("null request or flag"));
+        }
+        // SAFETY: a request from ftcoll_iagree, given back once (the caller's contract).
+        let request = unsafe { Box::from_raw(request) };
+        let agreed = comm.wait_agree(request.inner)?;
+        let value = agreed.words.first().copied().unwrap_or(0);
+        unsafe { put(flag, value) }?;
+        if agreed.unacknowledged.is_empty() {
+            Ok(())
+        } else {
+            let error = CommError::UnacknowledgedFailure {
+                agreed: value,
+                unacknowledged: agreed.unacknowledged,
+            };
+            Err(error.into())
         }
     })
 }

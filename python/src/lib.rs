@@ -9,7 +9,10 @@ use pyo3::prelude::*;
 
 use ftcoll_algos::values::Element;
 use ftcoll_algos::ReduceOp;
-use ftcoll_runtime::comm::{CommError, Communicator as Inner, CorrectedOptions, Outcome};
+use ftcoll_runtime::comm::{
+    AgreeRequest as InnerRequest, CommError, Communicator as Inner, CorrectedOptions, Outcome,
+};
+use ftcoll_runtime::ftco_call::FtcoCall;
 
 create_exception!(ftcoll, Error, PyException, "Any error of ftcoll.");
 create_exception!(
@@ -258,6 +261,28 @@ impl Communicator {
         Ok(excluded(&outcome))
     }
 
+    /// Fault-tolerant allreduce of a float64 array by FTCO (004): a tree that routes around
+    /// ranks silent for `detect_timeout_ms` (or reported dead); returns the ranks left out.
+    #[pyo3(signature = (array, op = "sum", detect_timeout_ms = 100))]
+    fn ftco_allreduce(
+        &mut self,
+        array: &Bound<'_, PyAny>,
+        op: &str,
+        detect_timeout_ms: u64,
+    ) -> PyResult<Vec<u32>> {
+        let op = op_of(op)?;
+        if detect_timeout_ms == 0 {
+            return Err(ConfigError::new_err("detect_timeout_ms must be at least 1"));
+        }
+        let comm = self.comm()?;
+        let buffer = PyBuffer::<f64>::get(array)
+            .map_err(|_| ConfigError::new_err("ftco_allreduce takes float64 arrays"))?;
+        let data = elements(&buffer, true)?;
+        let call = FtcoCall::allreduce(std::time::Duration::from_millis(detect_timeout_ms));
+        let outcome = comm.ftco(data, op, &call).map_err(to_py)?;
+        Ok(excluded(&outcome))
+    }
+
     /// Reduce of every rank's `array` to `root`, in place at the root.
     #[pyo3(signature = (array, op = "sum", root = 0))]
     fn reduce(&mut self, array: &Bound<'_, PyAny>, op: &str, root: u32) -> PyResult<()> {
@@ -322,6 +347,33 @@ impl Communicator {
         self.comm()?.agree(flag).map_err(to_py)
     }
 
+    /// ULFM's iagree: starts an agreement on `flag` (AND) and returns a request at once.
+    fn iagree(&mut self, flag: u64) -> PyResult<AgreeRequest> {
+        let inner = self
+            .comm()?
+            .iagree(&[flag], ReduceOp::BitAnd)
+            .map_err(to_py)?;
+        Ok(AgreeRequest { inner: Some(inner) })
+    }
+
+    /// Completes an agreement `iagree` started; errors as `agree`.
+    fn wait_agree(&mut self, request: &mut AgreeRequest) -> PyResult<u64> {
+        let inner = request
+            .inner
+            .take()
+            .ok_or_else(|| ConfigError::new_err("the request was already waited for"))?;
+        let agreed = self.comm()?.wait_agree(inner).map_err(to_py)?;
+        let value = agreed.words.first().copied().unwrap_or(0);
+        if agreed.unacknowledged.is_empty() {
+            Ok(value)
+        } else {
+            Err(to_py(CommError::UnacknowledgedFailure {
+                agreed: value,
+                unacknowledged: agreed.unacknowledged,
+            }))
+        }
+    }
+
     /// ULFM's failure_ack: acknowledges the failures known now; returns how many are.
     fn ack_failed(&mut self) -> PyResult<usize> {
         Ok(self.comm()?.ack_failed())
@@ -361,10 +413,17 @@ impl Communicator {
     }
 }
 
+/// An agreement in flight (`Communicator.iagree`).
+#[pyclass(unsendable, module = "ftcoll")]
+struct AgreeRequest {
+    inner: Option<InnerRequest>,
+}
+
 /// The module.
 #[pymodule]
 fn ftcoll(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Communicator>()?;
+    m.add_class::<AgreeRequest>()?;
     let py = m.py();
     m.add("Error", py.get_type::<Error>())?;
     m.add("ProcFailedError", py.get_type::<ProcFailedError>())?;

@@ -61,10 +61,24 @@ def test_bcast_reduce_allgather_reduce_scatter(comm):
     assert list(block) == [n * (2 * r), n * (2 * r + 1)]
 
 
-def test_agree_and_barrier(comm):
+def test_agree_iagree_and_barrier(comm):
     comm.barrier()
     assert comm.agree(1) == 1
     assert comm.agree(0 if comm.rank == 0 else 1) == 0
+    first, second = comm.iagree(1), comm.iagree(0 if comm.rank == comm.size - 1 else 1)
+    assert comm.wait_agree(second) == 0
+    assert comm.wait_agree(first) == 1
+    with pytest.raises(ftcoll.ConfigError):
+        comm.wait_agree(first)
+
+
+def test_fault_tolerant_tree_allreduces_without_failures(comm):
+    data = np.full(1000, comm.rank + 1.0)
+    assert comm.corrected_allreduce(data, tolerate=1) == []
+    assert np.all(data == comm.size * (comm.size + 1) / 2)
+    data = np.full(1000, comm.rank + 1.0)
+    assert comm.ftco_allreduce(data, detect_timeout_ms=500) == []
+    assert np.all(data == comm.size * (comm.size + 1) / 2)
 
 
 def test_bad_arguments_raise_typed_errors(comm):

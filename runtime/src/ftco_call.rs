@@ -17,6 +17,54 @@ use ftcoll_algos::{Rank, ReduceOp, Time};
 
 use crate::comm::{CommError, Communicator, Outcome};
 
+/// Message latency f_ETA assumes on real ranks over shared memory or TCP on one machine.
+const REAL_ETA_LATENCY_NS: u64 = 50_000;
+/// Per-message overhead f_ETA assumes on real ranks.
+const REAL_ETA_OVERHEAD_NS: u64 = 5_000;
+
+/// The FTCO options of real ranks: times in nanoseconds, f_ETA's costs those of one machine.
+pub fn real_time_options(
+    shape: ftcoll_algos::topology::TreeShape,
+    roots: u32,
+    detect_timeout: std::time::Duration,
+    service: ftcoll_algos::ftco::ServiceDistance,
+    fixed_timeout: bool,
+) -> FtcoOptions {
+    use ftcoll_algos::time::Duration as Ticks;
+    FtcoOptions {
+        shape,
+        roots: roots.max(1),
+        detect_timeout: Ticks(u64::try_from(detect_timeout.as_nanos()).unwrap_or(u64::MAX)),
+        fixed_timeout,
+        costs: ftcoll_algos::ftco::LogP {
+            latency: Ticks(REAL_ETA_LATENCY_NS),
+            overhead: Ticks(REAL_ETA_OVERHEAD_NS),
+        },
+        service,
+        ..FtcoOptions::default()
+    }
+}
+
+impl FtcoCall {
+    /// An FTCO allreduce on real ranks the way a library caller wants it: a binary tree with
+    /// one root, RSD, the launcher's failure notices acted on, and a rank silent for
+    /// `detect_timeout` taken for dead.
+    pub fn allreduce(detect_timeout: std::time::Duration) -> FtcoCall {
+        FtcoCall {
+            collective: Collective::Allreduce,
+            options: real_time_options(
+                ftcoll_algos::topology::TreeShape::BINARY,
+                1,
+                detect_timeout,
+                FtcoOptions::default().service,
+                false,
+            ),
+            notices: true,
+            seed: 1,
+        }
+    }
+}
+
 /// One FTCO call.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FtcoCall {

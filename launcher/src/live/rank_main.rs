@@ -128,11 +128,7 @@ pub struct RankArgs {
     pub paced: bool,
 }
 
-/// Message latency f_ETA assumes on real ranks over shared memory or TCP on one machine.
-const LIVE_ETA_LATENCY_NS: u64 = 50_000;
-/// Per-message overhead f_ETA assumes on real ranks.
-const LIVE_ETA_OVERHEAD_NS: u64 = 5_000;
-/// The FTCO options of real ranks: times in nanoseconds, f_ETA's costs those of one machine.
+/// The FTCO options of real ranks (see [`ftcoll_runtime::ftco_call::real_time_options`]).
 pub fn live_ftco_options(
     shape: ftcoll_algos::topology::TreeShape,
     roots: u32,
@@ -140,19 +136,13 @@ pub fn live_ftco_options(
     service: ftcoll_algos::ftco::ServiceDistance,
     fixed_timeout: bool,
 ) -> ftcoll_algos::ftco::FtcoOptions {
-    use ftcoll_algos::time::Duration as Ticks;
-    ftcoll_algos::ftco::FtcoOptions {
+    ftcoll_runtime::ftco_call::real_time_options(
         shape,
-        roots: roots.max(1),
-        detect_timeout: Ticks(u64::try_from(detect_timeout.as_nanos()).unwrap_or(u64::MAX)),
-        fixed_timeout,
-        costs: ftcoll_algos::ftco::LogP {
-            latency: Ticks(LIVE_ETA_LATENCY_NS),
-            overhead: Ticks(LIVE_ETA_OVERHEAD_NS),
-        },
+        roots,
+        detect_timeout,
         service,
-        ..ftcoll_algos::ftco::FtcoOptions::default()
-    }
+        fixed_timeout,
+    )
 }
 
 /// Runs one rank of the built-in job.
