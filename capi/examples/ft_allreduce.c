@@ -60,6 +60,30 @@ int main(int argc, char **argv) {
         printf("rank %d: call %d exact over %" PRId64 " ranks (%zu left out)\n", rank, call,
                counted, left_out);
     }
+    /* ULFM's non-blocking agreement, and FTCO's tree allreduce, which leaves the dead out. */
+    FtcollAgreeRequest *request;
+    CHECK(ftcoll_iagree(comm, 1, &request));
+    uint64_t flag = 0;
+    int rc = ftcoll_wait_agree(comm, request, &flag);
+    if ((rc != FTCOLL_SUCCESS && rc != FTCOLL_ERR_UNACKED_FAILURE) || flag != 1) {
+        fprintf(stderr, "rank %d: agreement: %s, flag %" PRIu64 "\n", rank, ftcoll_error_string(rc), flag);
+        return 3;
+    }
+    double small[16];
+    for (int i = 0; i < 16; i++) small[i] = rank + 1;
+    size_t left_out = 0;
+    CHECK(ftcoll_ftco_allreduce(comm, small, 16, FTCOLL_SUM, 500, excluded, (size_t)size, &left_out));
+    double want = 0;
+    for (int r = 0; r < size; r++) {
+        int out_of_it = 0;
+        for (size_t k = 0; k < left_out; k++) out_of_it |= excluded[k] == (uint32_t)r;
+        want += out_of_it ? 0 : r + 1;
+    }
+    if (small[0] != want) {
+        fprintf(stderr, "rank %d: ftco allreduce gave %.1f, expected %.1f\n", rank, small[0], want);
+        return 4;
+    }
+    printf("rank %d: agreement and FTCO allreduce ok (%zu left out)\n", rank, left_out);
     free(in);
     free(out);
     free(excluded);
