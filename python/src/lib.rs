@@ -82,20 +82,13 @@ fn to_py(error: CommError) -> PyErr {
 }
 
 fn op_of(name: &str) -> PyResult<ReduceOp> {
-    Ok(match name {
-        "sum" => ReduceOp::Sum,
-        "prod" => ReduceOp::Prod,
-        "min" => ReduceOp::Min,
-        "max" => ReduceOp::Max,
-        "band" => ReduceOp::BitAnd,
-        "bor" => ReduceOp::BitOr,
-        "bxor" => ReduceOp::BitXor,
-        other => {
-            return Err(ConfigError::new_err(format!(
-                "unknown operator '{other}'; use sum, prod, min, max, band, bor or bxor"
-            )))
-        }
-    })
+    match ReduceOp::parse(name) {
+        // The weighted average and the rank-set union are the library's own operators.
+        Ok(ReduceOp::Average | ReduceOp::RankUnion) | Err(_) => Err(ConfigError::new_err(format!(
+            "unknown operator '{name}'; use sum, prod, min, max, band, bor or bxor"
+        ))),
+        Ok(op) => Ok(op),
+    }
 }
 
 /// Runs `$body` with `$slice` bound to the array's elements as `&mut [T]`, for the element type
