@@ -276,10 +276,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         );
     }
     print_summary(&spec, &report);
+    let json = RunJson::from_sim(&report, &spec);
     if let Some(path) = &args.json {
-        let json = RunJson::from_sim(&report, spec.algo.name(), spec.op.name());
         let text = serde_json::to_string_pretty(&json)?;
         fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(why) = &json.wrong {
+        bail!("the run's outcome cannot be trusted: {why}");
     }
     Ok(())
 }
@@ -495,6 +498,9 @@ fn run_live(args: &RunArgs, console: bool) -> anyhow::Result<()> {
     }
     if let Some(why) = report.wrong() {
         bail!("the job's result is wrong: {why}");
+    }
+    if let Some(why) = report.failed_ops() {
+        bail!("the job failed: {why}");
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use ftcoll_algos::chain::ChainMode;
 use ftcoll_algos::corrected::{Correction, FailureInfo};
 use ftcoll_algos::ftco::{Collective as FtcoCollective, ServiceDistance};
 use ftcoll_algos::topology::TreeShape;
-use ftcoll_algos::values::{digest, Dtype, Element, Values};
+use ftcoll_algos::values::{digest, Dtype, Element, Values, ValuesRef};
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::comm::{CommError, Communicator, CorrectedOptions, Outcome};
 use ftcoll_runtime::control::{OpReport, REPORT_SAMPLE_ELEMS};
@@ -289,6 +289,26 @@ impl Collective {
         }
     }
 
+    /// [`Collective::run`], and for an agreement also the digest of the agreed set in
+    /// `agreed_set`, for the report.
+    fn run_reporting(
+        self,
+        comm: &mut Communicator,
+        data: &mut Values,
+        op: ReduceOp,
+        gossip: Option<&GossipCall>,
+        agreed_set: &mut Option<u64>,
+    ) -> Result<(Outcome, bool), CommError> {
+        match (self, &mut *data) {
+            (Collective::EraAgree, Values::F64(data)) => {
+                let (outcome, has_value, set) = agree_once(comm, data)?;
+                *agreed_set = Some(set);
+                Ok((outcome, has_value))
+            }
+            _ => self.run(comm, data, op, gossip),
+        }
+    }
+
     /// Runs it once; `Ok(true)` when this rank holds a result to report.
     fn run(
         self,
@@ -340,7 +360,9 @@ impl Collective {
                 Ok((comm.corrected_reduce(data, op, 0, o)?, root_only))
             }
             Collective::CorrectedBcast(o) => Ok((comm.corrected_bcast(data, 0, o)?, true)),
-            Collective::EraAgree => agree_once(comm, data),
+            Collective::EraAgree => {
+                agree_once(comm, data).map(|(outcome, has_value, _)| (outcome, has_value))
+            }
             Collective::Ftco(call) => {
                 let has_value = call.collective != FtcoCollective::Reduce || root_only;
                 Ok((comm.ftco(data, op, &call)?, has_value))
@@ -351,8 +373,12 @@ impl Collective {
 
 /// One agreement: contributes this rank's bit of the job's rank set, writes the number of
 /// contributors the decision names into `data[0]`, and recovers from reported failures by
-/// acknowledging them and shrinking.
-fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<(Outcome, bool), CommError> {
+/// acknowledging them and shrinking. Also returns the digest of the agreed set, which the
+/// report carries so that the launcher compares the sets ranks decided, not only their sizes.
+fn agree_once(
+    comm: &mut Communicator,
+    data: &mut [f64],
+) -> Result<(Outcome, bool, u64), CommError> {
     let me = comm.world_rank();
     let mut words = vec![0u64; comm.members().last().map_or(1, |r| *r as usize / 64 + 1)];
     words[me as usize / 64] |= 1 << (me % 64);
@@ -377,6 +403,13 @@ fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<(Outcome, boo
     if let Some(first) = data.first_mut() {
         *first = f64::from(contributors);
     }
+    // Trailing zero words (a rank set sized by the highest member) do not change the set.
+    let used = agreed
+        .words
+        .iter()
+        .rposition(|&w| w != 0)
+        .map_or(0, |last| last + 1);
+    let set_digest = digest(ValuesRef::U64(&agreed.words[..used]));
     Ok((
         Outcome {
             excluded: comm
@@ -387,6 +420,7 @@ fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<(Outcome, boo
             messages,
         },
         true,
+        set_digest,
     ))
 }
 
@@ -433,16 +467,18 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             mine.clone()
         };
         let started = Instant::now();
-        let result = collective.run(&mut comm, &mut data, op, gossip.as_ref());
+        let mut agreed_set = None;
+        let result =
+            collective.run_reporting(&mut comm, &mut data, op, gossip.as_ref(), &mut agreed_set);
         let nanos = started.elapsed().as_nanos() as u64;
         let (ok, messages, has_value) = match &result {
             Ok((outcome, has_value)) => (true, outcome.messages, *has_value),
             Err(_) => (false, 0, false),
         };
-        let (value, len, digest) = if has_value {
-            report_of(&data)
-        } else {
-            (Vec::new(), 0, 0)
+        let (value, len, digest) = match (has_value, agreed_set) {
+            (true, Some(set)) => (report_of(&data).0, data.len() as u64, set),
+            (true, None) => report_of(&data),
+            (false, _) => (Vec::new(), 0, 0),
         };
         if has_value {
             comm.note_outcome(index, value.first().copied().unwrap_or(f64::NAN));

@@ -92,6 +92,9 @@ pub struct LiveJson {
     /// Why a result cannot be trusted (wrong, inconsistent or not within eps), if one cannot;
     /// the job then exits non-zero.
     wrong: Option<String>,
+    /// Why operations did not complete at every survivor (an error there: the faults lay
+    /// outside what the algorithm tolerates), if some did not; the job then exits non-zero.
+    failed_ops: Option<String>,
     median_op_us: Option<f64>,
     wall_s: f64,
     spawn_s: f64,
@@ -106,6 +109,35 @@ impl LiveJson {
     pub fn wrong(&self) -> Option<&str> {
         self.wrong.as_deref()
     }
+
+    /// Why some operations did not complete at every survivor, if some did not.
+    pub fn failed_ops(&self) -> Option<&str> {
+        self.failed_ops.as_deref()
+    }
+}
+
+/// Why operations did not complete at every survivor: how many, and how the first of them
+/// ended (completed at some ranks, an error at others, no report from the rest).
+fn unfinished_operations(
+    ops: u64,
+    ok_survivors: u64,
+    survivors: u32,
+    completed_by_op: &std::collections::BTreeMap<u64, u32>,
+    aborted_by_op: &std::collections::BTreeMap<u64, u32>,
+) -> Option<String> {
+    if ok_survivors >= ops {
+        return None;
+    }
+    let first = (0..ops)
+        .find(|op| completed_by_op.get(op).copied().unwrap_or(0) < survivors)
+        .unwrap_or(0);
+    let completed = completed_by_op.get(&first).copied().unwrap_or(0);
+    let aborted = aborted_by_op.get(&first).copied().unwrap_or(0);
+    let silent = survivors.saturating_sub(completed + aborted);
+    Some(format!(
+        "{} of {ops} operations did not complete at every survivor (operation {first}: {completed} completed, {aborted} ended in an error, {silent} never reported it)",
+        ops - ok_survivors
+    ))
 }
 
 /// What the results showed, for [`verdict`].
@@ -169,6 +201,7 @@ struct Tally {
     messages: u64,
     consistent: bool,
     completed_by_op: std::collections::BTreeMap<u64, u32>,
+    aborted_by_op: std::collections::BTreeMap<u64, u32>,
     enumerated: bool,
 }
 
@@ -311,6 +344,19 @@ impl LiveOutcome {
             std::collections::BTreeMap::new();
         let mut first_value: std::collections::BTreeMap<u64, (&[f64], u64)> =
             std::collections::BTreeMap::new();
+        let failed = failed_ranks(&self.failures);
+        // Operations a survivor ended in an error: with completions elsewhere, the ranks
+        // disagree on the operation's outcome.
+        let mut aborted_by_op: std::collections::BTreeMap<u64, u32> =
+            std::collections::BTreeMap::new();
+        for (rank, reports) in self.reports.iter().enumerate() {
+            let survivor = failed.binary_search(&(rank as u32)).is_err();
+            for report in reports {
+                if !report.ok && survivor {
+                    *aborted_by_op.entry(report.op).or_default() += 1;
+                }
+            }
+        }
         for report in self.reports.iter().flatten() {
             messages += report.messages;
             if !report.ok {
@@ -365,6 +411,7 @@ impl LiveOutcome {
                 messages,
                 consistent,
                 completed_by_op,
+                aborted_by_op,
                 enumerated: self.failures.is_empty() || admissible.is_some(),
             },
         )
@@ -392,8 +439,16 @@ impl LiveOutcome {
             messages,
             consistent,
             completed_by_op,
+            aborted_by_op,
             enumerated,
         } = tally;
+        // An operation that some survivors completed and others ended in an error: the ranks
+        // disagree on its outcome (a fault outside the algorithm's model, such as a root that
+        // died during its broadcast).
+        let mixed = aborted_by_op
+            .iter()
+            .find(|(op, _)| completed_by_op.get(op).is_some_and(|&c| c > 0));
+        let consistent = consistent && mixed.is_none();
         let admissible = enumerated && (self.failures.is_empty() || worst_admissible.is_some());
         let ok_all = completed_by_op
             .values()
@@ -401,15 +456,25 @@ impl LiveOutcome {
             .count() as u64;
         let survivors = self.n.saturating_sub(self.failures.len() as u32);
         let ok_survivors = completed_by_op
-            .values()
-            .filter(|&&ranks| ranks >= survivors)
+            .iter()
+            .filter(|&(op, &ranks)| ranks >= survivors && !aborted_by_op.contains_key(op))
             .count() as u64;
         micros.sort_by(f64::total_cmp);
-        let exact_result = if self.failures.is_empty() || !admissible {
-            worst == Some(0.0)
-        } else {
-            worst_admissible == Some(0.0) && consistent
-        };
+        // Exact only if every operation asked for completed at every survivor: a job that
+        // stopped early returned no result for the rest.
+        let exact_result = ok_survivors == job.ops
+            && if self.failures.is_empty() || !admissible {
+                worst == Some(0.0)
+            } else {
+                worst_admissible == Some(0.0) && consistent
+            };
+        let failed_ops = unfinished_operations(
+            job.ops,
+            ok_survivors,
+            survivors,
+            &completed_by_op,
+            &aborted_by_op,
+        );
         let within_eps = job.eps.map(|eps| {
             worst_admissible.or(worst).is_some_and(|w| w <= eps) && ok_survivors == job.ops
         });
@@ -447,6 +512,7 @@ impl LiveOutcome {
             // admissible aggregates.
             within_eps,
             wrong,
+            failed_ops,
             median_op_us: micros.get(micros.len() / 2).copied(),
             wall_s: self.wall_s,
             spawn_s: self.spawn_s,
@@ -586,3 +652,6 @@ impl LiveOutcome {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

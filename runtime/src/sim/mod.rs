@@ -192,8 +192,13 @@ pub struct SimReport {
     pub completed: u32,
     /// Ranks that aborted.
     pub aborted: u32,
+    /// Live ranks that aborted (the operation ended in an error at a survivor).
+    pub live_aborted: u32,
     /// Live ranks that neither completed nor aborted.
     pub incomplete: u32,
+    /// Largest relative difference between the results of live ranks that completed (`None`
+    /// when none did): consistency, whatever the expected value.
+    pub result_spread: Option<f64>,
     /// Crashes, in order.
     pub crashes: Vec<CrashRecord>,
     /// The round at which the oracle stopped the run.

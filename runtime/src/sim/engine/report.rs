@@ -96,23 +96,38 @@ impl<P: Protocol> Simulation<P> {
     pub(super) fn finish(&mut self) {
         let mut worst: f64 = 0.0;
         let mut any = false;
+        // The first live result, against which every other one is compared.
+        let mut first: Option<Vec<f64>> = None;
+        let mut spread: Option<f64> = None;
         for (r, rank) in self.ranks.iter().enumerate() {
             let status = rank.status();
             self.report.rounds = self.report.rounds.max(status.iteration);
+            let alive = self.slots[r].alive;
             match rank.phase() {
-                Phase::Aborted => self.report.aborted += 1,
-                _ if !self.slots[r].alive => {}
+                Phase::Aborted => {
+                    self.report.aborted += 1;
+                    self.report.live_aborted += u32::from(alive);
+                }
+                _ if !alive => {}
                 Phase::Done => {
                     self.report.completed += 1;
                     if rank.has_result() {
                         rank.estimate(&mut self.scratch);
                         worst = worst.max(max_relative_error(&self.scratch, &self.exact));
                         any = true;
+                        match &first {
+                            None => first = Some(self.scratch.clone()),
+                            Some(first) => {
+                                let d = max_relative_error(&self.scratch, first);
+                                spread = Some(spread.map_or(d, |s: f64| s.max(d)));
+                            }
+                        }
                     }
                 }
                 Phase::Idle | Phase::Running => self.report.incomplete += 1,
             }
         }
+        self.report.result_spread = first.is_some().then(|| spread.unwrap_or(0.0));
         self.report.max_rel_error = if any { worst } else { f64::INFINITY };
         self.report.admissible_error = self.admissible_error();
         self.report.trace_hash = self.trace.value();

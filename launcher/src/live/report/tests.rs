@@ -1,0 +1,118 @@
+//! The verdict of a real job from its ranks' reports: what exits non-zero.
+
+use super::*;
+
+const N: u32 = 4;
+
+/// An era-agree job of `ops` agreements over inputs of ones (each rank contributes 1).
+fn agreement_job(ops: u64) -> BuiltinJob {
+    BuiltinJob {
+        algo: "era-agree".into(),
+        op: ReduceOp::Sum,
+        input: InputKind::Ones,
+        len: 1,
+        dtype: Dtype::F64,
+        seed: 1,
+        ops,
+        rounds: 1,
+        expected: Expected::SurvivorsAggregate,
+        eps: None,
+    }
+}
+
+fn report(op: u64, ok: bool, value: f64, digest: u64) -> OpReport {
+    OpReport {
+        op,
+        ok,
+        value: if ok { vec![value] } else { Vec::new() },
+        len: u64::from(ok),
+        digest,
+        failed: Vec::new(),
+        nanos: 1000,
+        messages: 1,
+    }
+}
+
+fn outcome(reports: Vec<Vec<OpReport>>, failures: Vec<FailureRecord>) -> LiveOutcome {
+    LiveOutcome {
+        n: N,
+        transport: TransportKind::Tcp,
+        launch: "local",
+        hosts: 1,
+        wall_s: 0.1,
+        spawn_s: 0.01,
+        wireup_s: Some(0.02),
+        failures,
+        reports,
+        timings: Vec::new(),
+        pss_kb: Vec::new(),
+        launcher_pss_kb: 0,
+        timed_out: false,
+        unfinished: 0,
+    }
+}
+
+fn killed(rank: u32) -> FailureRecord {
+    FailureRecord {
+        rank,
+        cause: FailureCause::Exited,
+        how: "killed by signal 9".into(),
+        at_s: 0.05,
+    }
+}
+
+#[test]
+fn a_clean_job_is_exact_consistent_and_not_failed() {
+    let reports = (0..N).map(|_| vec![report(0, true, 4.0, 7)]).collect();
+    let json = outcome(reports, Vec::new()).builtin_report(&agreement_job(1));
+    assert!(json.exact && json.consistent, "{json:?}");
+    assert_eq!((json.wrong(), json.failed_ops()), (None, None));
+}
+
+#[test]
+fn agreements_naming_different_sets_of_one_size_are_inconsistent() {
+    // Rank 3 died; ranks 0 and 1 agreed on {0, 1, 2}, rank 2 on {0, 2, 3}: three
+    // contributors each, two different sets.
+    let reports = vec![
+        vec![report(0, true, 3.0, 11)],
+        vec![report(0, true, 3.0, 11)],
+        vec![report(0, true, 3.0, 12)],
+        Vec::new(),
+    ];
+    let json = outcome(reports, vec![killed(3)]).builtin_report(&agreement_job(1));
+    assert!(!json.consistent, "{json:?}");
+    assert!(json.wrong().is_some(), "{json:?}");
+}
+
+#[test]
+fn an_operation_some_survivors_completed_and_others_failed_is_inconsistent_and_fails() {
+    let reports = vec![
+        Vec::new(),
+        vec![report(0, true, 3.0, 11)],
+        vec![report(0, false, 0.0, 0)],
+        vec![report(0, true, 3.0, 11)],
+    ];
+    let json = outcome(reports, vec![killed(0)]).builtin_report(&agreement_job(1));
+    assert!(!json.consistent && !json.exact, "{json:?}");
+    let why = json
+        .failed_ops()
+        .expect("a failed operation is a failed job");
+    assert!(why.contains("2 completed, 1 ended in an error"), "{why}");
+}
+
+#[test]
+fn a_job_that_stopped_early_is_not_exact_and_fails() {
+    // Every survivor completed the first operation exactly and stopped.
+    let reports = vec![
+        vec![report(0, true, 3.0, 11)],
+        vec![report(0, true, 3.0, 11)],
+        vec![report(0, true, 3.0, 11)],
+        Vec::new(),
+    ];
+    let json = outcome(reports, vec![killed(3)]).builtin_report(&agreement_job(3));
+    assert!(!json.exact, "{json:?}");
+    let why = json
+        .failed_ops()
+        .expect("operations missing at survivors fail the job");
+    assert!(why.starts_with("2 of 3 operations"), "{why}");
+}
