@@ -53,6 +53,49 @@ fn allreduce_routes_around_kills_of_roots_and_inner_ranks() {
     assert_survivors_agree(&json, 30, &[0, 6, 9]);
 }
 
+/// A live rank 1000 times slower than the rest: the first protocol timeout that takes it for
+/// dead makes the launcher fence it (SIGKILL, reaped, then reported as `suspected`), so it
+/// fails as the papers assume. The exclusion happens at the suspecting rank before the kill
+/// lands, so on a loaded machine the outcome may still fall outside the model; it must then be
+/// loud: a non-zero exit that says why, never a result reported as exact.
+#[test]
+fn a_slow_rank_a_timeout_takes_for_dead_is_fenced() {
+    let _job = common::serialize();
+    let (out, json) = common::run_job(
+        &[
+            "-n",
+            "8",
+            "--algo",
+            "ftco-allreduce",
+            "--ftco-tree",
+            "knomial:2",
+            "--ftco-roots",
+            "2",
+            "--input",
+            "int",
+            "--ops",
+            "5",
+            "--fault",
+            "slow:rank=1,factor=1000",
+        ],
+        "ftco_slow_fenced",
+        120,
+    );
+    let failed = common::failed_ranks(&json);
+    assert!(failed.contains(&1), "{json}");
+    // A rank stalled behind the slow one may be taken for dead too, and is fenced the same way.
+    for failure in json["failures"].as_array().unwrap() {
+        assert_eq!(failure["cause"], "suspected", "{json}");
+    }
+    if out.status.success() {
+        assert_survivors_agree(&json, 5, &failed);
+    } else {
+        let why = json["wrong"].as_str().or(json["failed_ops"].as_str());
+        assert!(why.is_some(), "a failed job must say why: {json}");
+        assert_eq!(json["exact"], false, "{json}");
+    }
+}
+
 /// Broadcast from rank 0 and reduce to rank 0 on a binary tree, an inner rank killed, with the
 /// launcher's notices used as well as timeouts.
 #[test]

@@ -15,10 +15,11 @@ use ftcoll_runtime::check::ftco::{
 };
 use ftcoll_runtime::faults::{FaultSpec, FaultTime, KillTime};
 use ftcoll_runtime::job::{simulate, Algorithm, JobSpec};
-use ftcoll_runtime::sim::{DetectorModel, InputKind, SimConfig};
+use ftcoll_runtime::sim::{CrashCause, DetectorModel, InputKind, SimConfig};
 
 /// 10,000 random schedules, N up to 64: every collective, k-ary and k-nomial trees of radix 2 to
-/// 8 with 1 to 4 roots, inactive ranks and run-time crashes (allreduce roots included).
+/// 8 with 1 to 4 roots, inactive ranks and run-time crashes (allreduce roots included), and
+/// live ranks that turn slow or hang, fenced when a timeout takes them for dead.
 #[test]
 fn checker_passes_ten_thousand_random_failure_schedules() {
     let started = std::time::Instant::now();
@@ -33,6 +34,49 @@ fn checker_passes_ten_thousand_random_failure_schedules() {
     assert!(summary.run_time > 10_000, "{summary:?}");
     assert!(summary.root_failures > 1_000, "{summary:?}");
     assert!(summary.finished_then_failed > 100, "{summary:?}");
+    assert!(summary.with_laggards > 2_000, "{summary:?}");
+    assert!(summary.fenced > 500, "{summary:?}");
+    // Outside the model (a laggard fenced mid-operation) the run must be loud, and rare.
+    assert!(
+        summary.outside_model * 100 < summary.with_laggards,
+        "{summary:?}"
+    );
+}
+
+/// A live rank 60 times slower than the rest (issue: FTCO excluded it without fencing it, and
+/// the survivors disagreed by 5e-2): the first ACK timeout that takes it for dead fences it,
+/// so it fails as the papers assume, and every survivor returns the same admissible value.
+#[test]
+fn a_slow_rank_taken_for_dead_is_fenced_and_the_survivors_agree() {
+    let mut spec = JobSpec::new(Algorithm::FtcoAllreduce, 8);
+    spec.input = InputKind::Integers;
+    spec.ftco.shape = TreeShape::KNomial { k: 2 };
+    spec.ftco.roots = 2;
+    for factor in [60, 1000] {
+        let config = SimConfig {
+            faults: vec![FaultSpec::Slow {
+                rank: Rank(1),
+                factor,
+                at: FaultTime::Steps(0),
+            }],
+            ..SimConfig::default()
+        };
+        let report = simulate(&spec, config).unwrap();
+        let fenced: Vec<u32> = report
+            .crashes
+            .iter()
+            .filter(|c| c.cause == CrashCause::Fenced)
+            .map(|c| c.rank.0)
+            .collect();
+        assert_eq!(fenced, [1], "factor {factor}: {report:?}");
+        assert_eq!(
+            report.result_spread,
+            Some(0.0),
+            "factor {factor}: {report:?}"
+        );
+        assert_eq!(report.admissible_error, Some(0.0), "factor {factor}");
+        assert_eq!(report.completed, 7, "factor {factor}");
+    }
 }
 
 /// The long mode: `cargo test --release -p ftcoll-tests --test sim_ftco -- --ignored`.
@@ -248,6 +292,7 @@ fn a_root_failing_at_any_time_leaves_a_consistent_allreduce() {
                     at: at + 7,
                 },
             ],
+            laggards: Vec::new(),
             seed: at,
         };
         check_ftco_case(&case).unwrap_or_else(|v| panic!("{}", ftco_report(&v)));

@@ -79,6 +79,13 @@ pub enum Request {
         /// The unreachable rank.
         peer: u32,
     },
+    /// A rank's protocol took `peer` for dead by its own timeout.
+    Suspect {
+        /// Who reports.
+        from: u32,
+        /// The suspected rank.
+        peer: u32,
+    },
     /// An address lookup.
     Resolve {
         /// Who asks.
@@ -327,6 +334,9 @@ impl Conn {
             }
             (Some(rank), ControlMsg::Unreachable { peer }) if peer < size => {
                 Ok(Request::Unreachable { from: rank, peer })
+            }
+            (Some(rank), ControlMsg::Suspect { peer }) if peer < size && peer != rank => {
+                Ok(Request::Suspect { from: rank, peer })
             }
             (Some(rank), ControlMsg::Report(report)) => Ok(Request::Report(rank, report)),
             (Some(rank), ControlMsg::Finished { pss_kb }) => Ok(Request::Finished { rank, pss_kb }),

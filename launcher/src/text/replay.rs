@@ -31,6 +31,9 @@ pub fn ftco_command(case: &FtcoCase) -> String {
     for f in &case.failures {
         command.push_str(&format!(" --fault kill:rank={},at={}", f.rank, f.at));
     }
+    for spec in &case.laggards {
+        command.push_str(&format!(" --fault {spec}"));
+    }
     command
 }
 
@@ -42,7 +45,9 @@ pub fn ftco_report(violation: &FtcoViolation) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ftcoll_algos::fault::{FaultSpec, FaultTime};
     use ftcoll_algos::ftco::Collective;
+    use ftcoll_algos::Rank;
     use ftcoll_runtime::check::corrected::ScheduledFailure;
 
     #[test]
@@ -55,13 +60,32 @@ mod tests {
             service: ServiceDistance::Rsd { ratio: 0.25 },
             detect_timeout: 60,
             failures: vec![ScheduledFailure { rank: 4, at: 0 }],
+            laggards: vec![
+                FaultSpec::Slow {
+                    rank: Rank(2),
+                    factor: 60,
+                    at: FaultTime::Steps(30),
+                },
+                FaultSpec::Stop {
+                    rank: Rank(5),
+                    at: FaultTime::Steps(7),
+                },
+            ],
             seed: 17,
         };
         assert_eq!(
             ftco_command(&case),
             "ftcoll-launch --sim --no-tui --seed 17 --algo ftco-allreduce -n 9 \
              --ftco-tree knomial:3 --ftco-roots 2 --service-distance rsd:0.25 \
-             --detect-timeout 60 --op sum --input onehot --len 9 --fault kill:rank=4,at=0"
+             --detect-timeout 60 --op sum --input onehot --len 9 --fault kill:rank=4,at=0 \
+             --fault slow:rank=2,factor=60,at=30 --fault stop:rank=5,at=7"
         );
+        // The command parses back to the same faults.
+        for spec in &case.laggards {
+            assert_eq!(
+                crate::text::parse_fault(&spec.to_string()).as_ref(),
+                Ok(spec)
+            );
+        }
     }
 }

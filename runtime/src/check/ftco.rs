@@ -25,6 +25,7 @@
 
 use std::ops::Range;
 
+use ftcoll_algos::fault::{FaultSpec, FaultTime};
 use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions, Piece, ServiceDistance};
 use ftcoll_algos::protocol::{Input, Outbox, Phase, Protocol, Wrapper};
 use ftcoll_algos::rng::SimRng;
@@ -176,6 +177,10 @@ pub struct FtcoCase {
     pub detect_timeout: u64,
     /// Failures, distinct ranks: at 0 an inactive rank, later a run-time crash.
     pub failures: Vec<ScheduledFailure>,
+    /// Live ranks that turn slow or stop (hang) during the run, none of them in `failures`:
+    /// outside fail-stop until a timeout takes them for dead, when the simulator fences them
+    /// (kills them at once), as the launcher fences real ranks.
+    pub laggards: Vec<FaultSpec>,
     /// The simulator's seed.
     pub seed: u64,
 }
@@ -240,6 +245,7 @@ impl FtcoCase {
             };
             failures.push(ScheduledFailure { rank, at });
         }
+        let laggards = Self::draw_laggards(&mut rng, n, horizon, &failures, immune);
         FtcoCase {
             collective,
             n,
@@ -248,8 +254,52 @@ impl FtcoCase {
             service,
             detect_timeout,
             failures,
+            laggards,
             seed,
         }
+    }
+
+    /// Some runs slow down or stop one or two live ranks at a random moment: a slowdown from
+    /// barely noticeable to far past any timeout, or a hang.
+    fn draw_laggards(
+        rng: &mut SimRng,
+        n: u32,
+        horizon: u64,
+        failures: &[ScheduledFailure],
+        immune: impl Fn(u32) -> bool,
+    ) -> Vec<FaultSpec> {
+        let mut laggards = Vec::new();
+        if n < 2 || !rng.chance(1.0 / 3.0) {
+            return laggards;
+        }
+        let count = 1 + rng.below(2);
+        // Bounded: a few draws, each adding a rank or skipping a taken one.
+        for _ in 0..4 * count {
+            if laggards.len() as u64 >= count {
+                break;
+            }
+            let rank = rng.below(u64::from(n)) as u32;
+            let taken = |spec: &FaultSpec| matches!(spec, FaultSpec::Slow { rank: r, .. } | FaultSpec::Stop { rank: r, .. } if r.0 == rank);
+            if immune(rank) || failures.iter().any(|f| f.rank == rank) || laggards.iter().any(taken)
+            {
+                continue;
+            }
+            let at = FaultTime::Steps(rng.below(horizon + 1));
+            laggards.push(if rng.chance(0.25) {
+                FaultSpec::Stop {
+                    rank: Rank(rank),
+                    at,
+                }
+            } else {
+                let factor = [2, 8, 60, 1000][rng.below(4) as usize];
+                FaultSpec::Slow {
+                    rank: Rank(rank),
+                    factor,
+                    at,
+                }
+            });
+        }
+        laggards
     }
 
     /// About how long a failure-free run takes, in steps: up and down the tree, one level
@@ -292,7 +342,10 @@ impl FtcoCase {
     pub fn config(&self) -> SimConfig {
         SimConfig {
             seed: self.seed,
-            faults: kill_faults(&self.failures),
+            faults: kill_faults(&self.failures)
+                .into_iter()
+                .chain(self.laggards.iter().copied())
+                .collect(),
             max_events: 2_000_000 + 20_000 * u64::from(self.n),
             max_time: Time(10_000_000),
             ..SimConfig::default()
@@ -300,7 +353,7 @@ impl FtcoCase {
     }
 
     fn failure_free(&self) -> bool {
-        self.failures.is_empty()
+        self.failures.is_empty() && self.laggards.is_empty()
     }
 }
 
@@ -330,6 +383,9 @@ pub struct FtcoOutcome {
     pub lost_after_finishing: Vec<u32>,
     /// Arriving pieces the ranks refused as partial overlaps (a double count avoided).
     pub conflicts: u64,
+    /// A run with laggards whose survivors disagree: outside the model, and visible in the
+    /// report (see [`check_ftco_case`]).
+    pub outside_model: Option<String>,
 }
 
 /// Runs `case` and checks every property; `Err` names the first violation.
@@ -342,7 +398,15 @@ pub fn check_ftco_case(case: &FtcoCase) -> Result<FtcoOutcome, FtcoViolation> {
         simulate_watched(&case.spec(), case.config()).map_err(|e| fail(format!("set-up: {e}")))?;
     check_report(&report).map_err(fail)?;
     let n = case.n;
-    let failed = |r: u32| case.failures.iter().any(|f| f.rank == r);
+    // Scripted kills and the laggards a timeout took for dead, fenced at that moment.
+    let failure_at = |r: u32| {
+        report
+            .crashes
+            .iter()
+            .find(|c| c.rank.0 == r)
+            .map(|c| c.at.0)
+    };
+    let failed = |r: u32| failure_at(r).is_some();
     let mut finished_then_failed = Vec::new();
     let mut conflicts = 0;
     for (r, watched) in sim.ranks().iter().enumerate() {
@@ -356,6 +420,10 @@ pub fn check_ftco_case(case: &FtcoCase) -> Result<FtcoOutcome, FtcoViolation> {
             if deliveries == 1 {
                 finished_then_failed.push(r);
             }
+            continue;
+        }
+        if sim.is_stopped(Rank(r)) {
+            // Hung, and never taken for dead because no rank waited for it: it owes nothing.
             continue;
         }
         if watched.phase() != Phase::Done || deliveries != 1 {
@@ -378,17 +446,16 @@ pub fn check_ftco_case(case: &FtcoCase) -> Result<FtcoOutcome, FtcoViolation> {
     // nobody can resend it. Definition 3.1 is what holds: T is rank 0's completion, and every
     // rank that had not failed by T is included.
     let completed = |r: u32| sim.ranks()[r as usize].rank.deliveries == 1;
-    let failure_at = |r: u32| case.failures.iter().find(|f| f.rank == r).map(|f| f.at);
     let root_done = sim.ranks()[0].completed_at.map_or(u64::MAX, |t| t.0);
     let must_include = |r: u32| match case.collective {
-        Collective::Reduce => failure_at(r).is_none_or(|at| at >= root_done),
+        Collective::Reduce => failure_at(r).is_none_or(|at| at > root_done),
         Collective::Allreduce | Collective::Bcast => completed(r) || !failed(r),
     };
     let holders: Vec<u32> = match case.collective {
         Collective::Reduce => vec![0],
-        Collective::Bcast | Collective::Allreduce => {
-            (0..n).filter(|&r| sim.is_alive(Rank(r))).collect()
-        }
+        Collective::Bcast | Collective::Allreduce => (0..n)
+            .filter(|&r| sim.is_alive(Rank(r)) && !sim.is_stopped(Rank(r)))
+            .collect(),
     };
     let mut first: Option<(u32, Vec<f64>)> = None;
     let mut included_failed = Vec::new();
@@ -420,9 +487,23 @@ pub fn check_ftco_case(case: &FtcoCase) -> Result<FtcoOutcome, FtcoViolation> {
         }
         match &first {
             Some((other, seen)) if seen.as_slice() != value => {
-                return Err(fail(format!(
-                    "Consistency: ranks {other} and {r} returned different values"
-                )));
+                let what = format!("Consistency: ranks {other} and {r} returned different values");
+                if !case.laggards.is_empty() && report.result_spread.is_some_and(|s| s > 0.0) {
+                    // A rank slow past the timeouts, fenced mid-operation: until the fence
+                    // its messages came later than LogP's model (which FTCO's timing assumes)
+                    // allows, which is outside the model. The run must then be loud: the
+                    // differing results are in the report, and the launcher exits non-zero.
+                    return Ok(FtcoOutcome {
+                        profile: message_profile(&sim, case.collective),
+                        report,
+                        included_failed,
+                        finished_then_failed,
+                        lost_after_finishing,
+                        conflicts,
+                        outside_model: Some(what),
+                    });
+                }
+                return Err(fail(what));
             }
             Some(_) => {}
             None => {
@@ -452,6 +533,7 @@ pub fn check_ftco_case(case: &FtcoCase) -> Result<FtcoOutcome, FtcoViolation> {
         finished_then_failed,
         lost_after_finishing,
         conflicts,
+        outside_model: None,
     })
 }
 
@@ -539,6 +621,13 @@ pub struct FtcoSummary {
     pub conflicts: u64,
     /// Messages, in all.
     pub messages: u64,
+    /// Cases with slow or stopped ranks.
+    pub with_laggards: u64,
+    /// Laggards a timeout took for dead, fenced by the simulator.
+    pub fenced: u64,
+    /// Cases with laggards that ended outside the model, loudly (disagreeing results in the
+    /// report, a non-zero exit from the launcher).
+    pub outside_model: u64,
 }
 
 /// Checks the seeds in `seeds` with N up to `max_n`; stops at the first violation.
@@ -554,6 +643,14 @@ pub fn check_ftco_seeds(seeds: Range<u64>, max_n: u32) -> Result<FtcoSummary, Ft
             Collective::Bcast => summary.bcast += 1,
         }
         summary.with_failures += u64::from(!case.failure_free());
+        summary.with_laggards += u64::from(!case.laggards.is_empty());
+        summary.fenced += outcome
+            .report
+            .crashes
+            .iter()
+            .filter(|c| c.cause == crate::sim::CrashCause::Fenced)
+            .count() as u64;
+        summary.outside_model += u64::from(outcome.outside_model.is_some());
         for f in &case.failures {
             summary.inactive += u64::from(f.at == 0);
             summary.run_time += u64::from(f.at > 0);

@@ -197,6 +197,12 @@ impl ControlClient {
         self.send(&ControlMsg::Unreachable { peer })
     }
 
+    /// Tells the launcher this rank's protocol took `peer` for dead by a timeout: the
+    /// launcher fences it (kills it if it still runs) and then tells every rank.
+    pub fn suspect(&self, peer: u32) -> Result<(), ControlError> {
+        self.send(&ControlMsg::Suspect { peer })
+    }
+
     /// Sends the per-operation times of a benchmark loop, in messages that fit the control
     /// plane's frame limit; the launcher appends them in order.
     pub fn timings(&self, nanos: Vec<u64>) -> Result<(), ControlError> {

@@ -31,6 +31,9 @@ pub enum FailureCause {
     Unreachable = 4,
     /// Its host was lost (its node agent's connection ended or went silent).
     NodeLost = 5,
+    /// A peer's protocol took it for dead by its own timeout while the process lived
+    /// (FTCO's ACK timeouts); killed and reported (the papers assume fail-stop).
+    Suspected = 6,
 }
 
 impl FailureCause {
@@ -41,6 +44,7 @@ impl FailureCause {
             3 => Some(FailureCause::ControlLost),
             4 => Some(FailureCause::Unreachable),
             5 => Some(FailureCause::NodeLost),
+            6 => Some(FailureCause::Suspected),
             _ => None,
         }
     }
@@ -53,6 +57,7 @@ impl FailureCause {
             FailureCause::ControlLost => "control-lost",
             FailureCause::Unreachable => "unreachable",
             FailureCause::NodeLost => "node-lost",
+            FailureCause::Suspected => "suspected",
         }
     }
 }
@@ -211,6 +216,12 @@ pub enum ControlMsg {
         /// The peer.
         peer: u32,
     },
+    /// Rank → launcher: this rank's protocol took `peer` for dead by its own timeout. The
+    /// launcher kills `peer` if it still runs (fencing: fail-stop), then tells everyone.
+    Suspect {
+        /// The peer.
+        peer: u32,
+    },
 }
 
 /// A malformed or unreadable control message.
@@ -320,6 +331,10 @@ impl ControlMsg {
                 w.u8(16);
                 w.u32(*peer);
             }
+            ControlMsg::Suspect { peer } => {
+                w.u8(21);
+                w.u32(*peer);
+            }
             ControlMsg::AgentHello {
                 magic,
                 node,
@@ -414,6 +429,7 @@ impl ControlMsg {
             },
             15 => ControlMsg::Go { op: r.u64()? },
             16 => ControlMsg::Unreachable { peer: r.u32()? },
+            21 => ControlMsg::Suspect { peer: r.u32()? },
             17 => ControlMsg::AgentHello {
                 magic: r.u32()?,
                 node: r.u32()?,
@@ -596,6 +612,7 @@ mod tests {
             },
             ControlMsg::Go { op: 8 },
             ControlMsg::Unreachable { peer: 6 },
+            ControlMsg::Suspect { peer: 7 },
             ControlMsg::AgentHello {
                 magic: CONTROL_MAGIC,
                 node: 2,

@@ -129,6 +129,9 @@ pub struct Endpoint<T: Transport> {
     suspicions: Vec<u32>,
     /// Peers the transport found unreachable, being forwarded to the launcher.
     unreachable: Vec<Rank>,
+    /// Peers the protocol took for dead by its own timeouts (world ranks), to be fenced by
+    /// the launcher.
+    to_fence: Vec<u32>,
 }
 
 /// A failure of the executor itself (not of the collective).
@@ -171,6 +174,7 @@ impl<T: Transport> Endpoint<T> {
             last_sample: None,
             sample_scratch: Vec::new(),
             suspicions: Vec::new(),
+            to_fence: Vec::new(),
             unreachable: Vec::new(),
         }
     }
@@ -224,8 +228,9 @@ impl<T: Transport> Endpoint<T> {
         fresh
     }
 
-    /// Passes the peers the transport found unreachable to the launcher. They are not failed
-    /// yet: only the launcher declares failures, after making sure the rank is dead.
+    /// Passes the peers the transport found unreachable, and those the protocol took for dead
+    /// by its timeouts, to the launcher. They are not failed yet: only the launcher declares
+    /// failures, after making sure the rank is dead (it kills them first).
     fn forward_unreachable(&mut self) {
         self.transport.take_unreachable(&mut self.unreachable);
         for peer in self.unreachable.drain(..) {
@@ -235,6 +240,14 @@ impl<T: Transport> Endpoint<T> {
             tracing::info!(peer = peer.0, "transport found the peer unreachable");
             if let Err(error) = self.control.unreachable(peer.0) {
                 tracing::debug!(%error, "cannot report an unreachable peer");
+            }
+        }
+        for peer in self.to_fence.drain(..) {
+            if self.failed.contains(&peer) {
+                continue;
+            }
+            if let Err(error) = self.control.suspect(peer) {
+                tracing::debug!(%error, "cannot ask the launcher to fence a suspect");
             }
         }
     }

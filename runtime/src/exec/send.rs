@@ -38,6 +38,7 @@ impl<T: Transport> Endpoint<T> {
             sent_total,
             telemetry_on,
             suspicions,
+            to_fence,
             ..
         } = self;
         let (outbox, members): (&mut Outbox, Option<&[u32]>) = if services {
@@ -61,12 +62,16 @@ impl<T: Transport> Endpoint<T> {
                 }
                 Event::Suspected { peer } => {
                     tracing::debug!(peer = peer.0, "the protocol took a silent peer for dead");
+                    let world = match members {
+                        Some(members) => members.get(peer.index()).copied().unwrap_or(peer.0),
+                        None => peer.0,
+                    };
                     if *telemetry_on && suspicions.len() < MAX_SUSPICIONS {
-                        let world = match members {
-                            Some(members) => members.get(peer.index()).copied().unwrap_or(peer.0),
-                            None => peer.0,
-                        };
                         suspicions.push(world);
+                    }
+                    // Fail-stop: the launcher kills it; a protocol suspects each peer once.
+                    if to_fence.len() < MAX_SUSPICIONS && !to_fence.contains(&world) {
+                        to_fence.push(world);
                     }
                 }
                 _ => {}

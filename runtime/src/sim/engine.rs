@@ -306,7 +306,8 @@ impl<P: Protocol> Simulation<P> {
         self.config.seed
     }
 
-    pub(super) fn is_stopped(&self, rank: Rank) -> bool {
+    /// Whether `rank` is stopped (hung by a `stop` fault, and not fenced since).
+    pub fn is_stopped(&self, rank: Rank) -> bool {
         self.slots.get(rank.index()).is_some_and(|s| s.stopped)
     }
 
@@ -557,6 +558,7 @@ impl<P: Protocol> Simulation<P> {
                 }
                 Event::Rejected { .. } => self.report.rejected += 1,
                 Event::FaultApplied(_) => self.report.state_flips += 1,
+                Event::Suspected { peer } => self.fence(peer.0, now),
                 _ => {}
             }
         }

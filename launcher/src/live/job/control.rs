@@ -206,6 +206,16 @@ impl Loop {
                     slot.pending_fence = Some((Instant::now(), FailureCause::Unreachable));
                 }
             }
+            Request::Suspect { from, peer } => {
+                // The papers assume fail-stop: a rank a protocol took for dead is killed at
+                // once and reported only when reaped, so it cannot act after its exclusion
+                // any longer than the kill takes.
+                // A rank that finished its work may be exiting: its silence is its end.
+                if !self.ranks[peer as usize].finished {
+                    tracing::info!(from, peer, "a protocol took the peer for dead; fencing it");
+                    self.fence(peer, FailureCause::Suspected);
+                }
+            }
             Request::Resolve { from, peer } => {
                 let slot = &self.ranks[peer as usize];
                 let answer = match (&slot.address, slot.exited) {

@@ -85,6 +85,16 @@ impl<P: Protocol> Simulation<P> {
         });
     }
 
+    /// A protocol took `rank` for dead by its own timeout: the papers assume fail-stop, so a
+    /// live suspect is killed at once, before the suspecting rank acts on it, as the launcher
+    /// fences real ranks. No detector notice follows: ranks that find failures by their own
+    /// timeouts (FTCO) find this one the same way.
+    pub(super) fn fence(&mut self, rank: u32, at: Time) {
+        if self.slots.get(rank as usize).is_some_and(|s| s.alive) {
+            self.crash(rank, at, CrashCause::Fenced);
+        }
+    }
+
     /// Arranges for the detector to notice that `rank` went silent at `at`.
     pub(super) fn schedule_detection(&mut self, rank: u32, at: Time) {
         match self.config.detector {
