@@ -215,7 +215,7 @@ pub fn sim_verdict(spec: &JobSpec, report: &SimReport) -> SimVerdict {
             "live ranks returned different results (largest relative difference {:.3e})",
             report.result_spread.unwrap_or(f64::NAN)
         ))
-    } else if judgeable && !(error <= tolerance) {
+    } else if judgeable && (error.is_nan() || error > tolerance) {
         Some(if approximate {
             format!("a result is not within eps = {tolerance:e} (max rel. error {error:.3e})")
         } else {
