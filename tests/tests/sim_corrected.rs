@@ -176,3 +176,33 @@ fn opportunistic_correction_bridges_a_failed_inner_node() {
     let outcome = check_case(&case).unwrap();
     assert_eq!(outcome.report.completed, 15);
 }
+
+/// The root of an allreduce dies at every instant, during its broadcast too (outside 5.1's
+/// model, which lets candidates fail only before the operation): ranks that had not received
+/// its result used to move to the next candidate, which had delivered it and never ran the
+/// next attempt, and 61 of 63 survivors waited forever. Now every survivor ends with the
+/// result some rank already returned.
+#[test]
+fn a_root_dying_while_it_broadcasts_leaves_no_survivor_waiting() {
+    for (n, tolerate) in [(64, 1), (37, 2)] {
+        for at in 0..160 {
+            let mut spec = JobSpec::new(Algorithm::CorrectedAllreduce, n);
+            spec.input = ftcoll_runtime::sim::InputKind::Integers;
+            spec.tolerate = tolerate;
+            let config = SimConfig {
+                faults: vec![FaultSpec::Kill {
+                    rank: Rank(0),
+                    at: KillTime::At(FaultTime::Steps(at)),
+                }],
+                ..SimConfig::default()
+            };
+            let report = ftcoll_runtime::job::simulate(&spec, config).unwrap();
+            let what = format!("n={n} f={tolerate} root killed at {at}: {report:?}");
+            assert_eq!(report.incomplete, 0, "{what}");
+            assert_eq!(report.live_aborted, 0, "{what}");
+            assert_eq!(report.completed, n - 1, "{what}");
+            assert_eq!(report.result_spread, Some(0.0), "{what}");
+            assert_eq!(report.admissible_error, Some(0.0), "{what}");
+        }
+    }
+}

@@ -9,6 +9,15 @@
 //!
 //! Frames carry their attempt in the header's `step`; frames of a later attempt (from a rank that
 //! learned of a failed root first) are held, bounded, until this rank gets there.
+//!
+//! Outside 5.1's model a candidate dies while broadcasting: some ranks deliver its result,
+//! the rest move to the next attempt, whose root may be among those that delivered and would
+//! never run it (they all waited forever). So a rank that delivered answers a frame of a later
+//! attempt with the value it delivered, and a rank of a later attempt that receives an earlier
+//! attempt's broadcast value adopts it and spreads it through its own attempt's broadcast:
+//! every survivor ends with the one result some rank already returned. Were a later candidate
+//! to compute and broadcast a result of its own meanwhile, ranks could differ; the launcher's
+//! consistency check reports that, with a non-zero exit.
 
 use crate::protocol::{
     AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
@@ -17,17 +26,22 @@ use crate::rank::Rank;
 use crate::registry::Algorithm;
 use crate::time::Time;
 use crate::values::{finish_estimate, ReduceOp, Values, ValuesRef};
-use crate::wire::{encode_with_trailer, Frame, OpId};
+use crate::wire::{encode_with_trailer, Frame, FrameHeader, OpId};
 
 use super::bcast::{BcastConfig, CorrectedBcast, Correction};
 use super::reduce::{CorrectedReduce, ReduceConfig};
-use super::{unexpected, CorrectedKind, FailureInfo, RankSet};
+use super::{unexpected, CorrectedKind, FailureInfo, RankSet, FLAG_ROOT_GAVE_UP};
 
 /// Drives a part (the reduce or the broadcast) of the allreduce: its sends go out, its
 /// completion reports stay inside, as the allreduce reports its own.
 fn drive<P: Protocol>(part: &mut P, now: Time, input: Input<'_>, out: &mut Outbox) {
     let mark = out.events().len();
     part.handle(now, input, out);
+    hide_part_events(out, mark);
+}
+
+/// Drops a part's completion reports queued since `mark`.
+fn hide_part_events(out: &mut Outbox, mark: usize) {
     out.retain_events_from(mark, |event| {
         !matches!(
             event,
@@ -130,6 +144,8 @@ pub struct CorrectedAllreduce {
     bcast_started: bool,
     known_failed: RankSet,
     held: Vec<HeldFrame>,
+    /// Ranks of later attempts this rank, done, has sent its result to.
+    answered_late: RankSet,
     finished: Option<Phase>,
     counters: Counters,
 }
@@ -146,6 +162,7 @@ impl CorrectedAllreduce {
             bcast_started: false,
             known_failed: RankSet::default(),
             held: Vec::new(),
+            answered_late: RankSet::default(),
             finished: None,
             counters: Counters::default(),
         }
@@ -304,6 +321,11 @@ impl CorrectedAllreduce {
             return;
         }
         let attempt = frame.header.step;
+        if self.finished == Some(Phase::Done) && attempt > self.attempt {
+            self.counters.messages_received += 1;
+            self.answer_late(from, out);
+            return;
+        }
         if attempt > self.attempt || self.input.is_none() {
             if self.held.len() >= MAX_HELD_FRAMES || attempt >= self.config.candidates() {
                 self.reject(
@@ -328,12 +350,60 @@ impl CorrectedAllreduce {
             return;
         }
         if attempt < self.attempt {
-            // Sent before its sender (or this rank) learned the attempt's root had failed.
+            // Sent before its sender (or this rank) learned the attempt's root had failed; a
+            // broadcast value means that root did broadcast after all: adopt it.
             self.counters.messages_received += 1;
+            let kind = CorrectedKind::from_u8(frame.header.kind);
+            let value = matches!(
+                kind,
+                Some(CorrectedKind::BcastTree | CorrectedKind::BcastCorrection)
+            ) && frame.header.flags & FLAG_ROOT_GAVE_UP == 0;
+            if let (true, Ok(values)) = (value, frame.values()) {
+                self.adopt(now, values, out);
+            }
             return;
         }
         self.counters.messages_received += 1;
         self.route(now, from, frame, out);
+        self.step(now, out);
+    }
+
+    /// A rank still in a later attempt wrote to this one, which delivered: send it the result,
+    /// once, as a correction of the attempt delivered here.
+    fn answer_late(&mut self, to: Rank, out: &mut Outbox) {
+        let Some(value) = self.bcast.value() else {
+            return;
+        };
+        if !self.answered_late.insert(to.0) {
+            return;
+        }
+        let header = FrameHeader::new(
+            Algorithm::CorrectedAllreduce,
+            CorrectedKind::BcastCorrection as u8,
+            self.config.op_id,
+            self.config.rank,
+            self.attempt,
+        );
+        out.send(to, header, value.as_ref());
+        self.counters.messages_sent += 1;
+    }
+
+    /// Takes `value`, the result an earlier attempt broadcast, as this attempt's: the root of
+    /// this attempt broadcasts it (if it has not broadcast yet), any other rank spreads it.
+    fn adopt(&mut self, now: Time, value: ValuesRef<'_>, out: &mut Outbox) {
+        if self.finished.is_some() || self.input.is_none() {
+            return;
+        }
+        if self.config.rank == self.root() {
+            if !self.bcast_started {
+                drive(&mut self.bcast, now, Input::Start { data: value }, out);
+                self.bcast_started = true;
+            }
+        } else {
+            let mark = out.events().len();
+            self.bcast.adopt(value, out);
+            hide_part_events(out, mark);
+        }
         self.step(now, out);
     }
 

@@ -193,6 +193,18 @@ impl CorrectedBcast {
         self.root_failed && self.payload.is_none()
     }
 
+    /// A started non-root rank takes `value` as the broadcast's payload, as if it had arrived,
+    /// and spreads it: the value an earlier attempt of an allreduce delivered elsewhere (see
+    /// [`super::allreduce`]). Nothing changes once a payload is here.
+    pub fn adopt(&mut self, value: ValuesRef<'_>, out: &mut Outbox) {
+        if !self.started || self.payload.is_some() || self.is_root() {
+            return;
+        }
+        self.payload = Some(Payload::Value(value.to_owned_values()));
+        self.spread(out);
+        self.advance_checked(out);
+    }
+
     /// The root: broadcast that the result could not be computed.
     pub fn start_given_up(&mut self, out: &mut Outbox) {
         if self.started || self.config.rank != self.config.root {
