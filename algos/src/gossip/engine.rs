@@ -72,6 +72,8 @@ pub struct Gossip<T: Real> {
     /// The estimate at completion: the result, which what arrives later (the flows a neighbour
     /// still pushes) no longer changes.
     result: Vec<f64>,
+    /// The ratio `x / w` (unscaled) of the last mass whose weight was trusted (see `trust.rs`).
+    pub(super) trusted_ratio: Vec<f64>,
     /// A finished rank told of a failure pushes on its schedule again (see `help.rs`).
     pub(super) helping: bool,
     /// Set only while a helping rank makes its own push: that push is a `Push`, which the
@@ -104,6 +106,7 @@ impl<T: Real> Gossip<T> {
             scratch: Vec::new(),
             detections: 0,
             result: Vec::new(),
+            trusted_ratio: Vec::new(),
             stop: StopState::default(),
             done_at: None,
             helping: false,
@@ -181,7 +184,7 @@ impl<T: Real> Gossip<T> {
         self.excluded.len()
     }
 
-    fn scale(&self) -> f64 {
+    pub(super) fn scale(&self) -> f64 {
         match self.config.op {
             ReduceOp::Sum => f64::from(self.live_count()),
             _ => 1.0,
@@ -191,7 +194,7 @@ impl<T: Real> Gossip<T> {
     /// Element `j` of the current mass, computed in the same order as [`Self::current_mass`]
     /// (so the two agree bit for bit) without allocating: the simulator's oracle asks every
     /// rank for its estimate after every step.
-    fn mass_element(&self, j: usize) -> T {
+    pub(super) fn mass_element(&self, j: usize) -> T {
         let width = self.layout.width();
         match self.config.rule {
             Rule::PushSum => self.own[j],
@@ -211,7 +214,7 @@ impl<T: Real> Gossip<T> {
 
     /// The estimate the current mass gives (a finished rank's result is the one it had at
     /// completion; this is what its mass says now).
-    fn current_estimate(&self, dst: &mut Vec<f64>) {
+    pub(super) fn current_estimate(&self, dst: &mut Vec<f64>) {
         dst.clear();
         if self.own.len() <= self.layout.len {
             return;
@@ -309,6 +312,7 @@ impl<T: Real> Gossip<T> {
         self.phi = vec![T::ZERO; width];
         self.retired = vec![T::ZERO; width];
         self.phase = Phase::Running;
+        self.keep_trusted_ratio();
         let first = match self.config.schedule {
             Schedule::Async { period } => now.0 + 1 + self.rng.below(period.0.max(1)),
             schedule => now.0.div_ceil(schedule.period().0) * schedule.period().0,
@@ -400,6 +404,7 @@ impl<T: Real> Gossip<T> {
         self.iteration += 1;
         let quiet = self.quiet_at_push();
         self.push_to(partner, out);
+        self.keep_trusted_ratio();
         quiet || self.iteration >= self.config.max_iterations
     }
 
@@ -420,7 +425,7 @@ impl<T: Real> Gossip<T> {
         if self.phase == Phase::Running {
             self.done_at = Some(now);
             let mut result = Vec::new();
-            self.estimate(&mut result);
+            self.reported_estimate(&mut result);
             self.result = result;
             self.phase = Phase::Done;
             self.timers.disarm(TICK);
@@ -561,6 +566,7 @@ impl<T: Real> Gossip<T> {
         // notice is news like an unsettled push, also at ranks far from the lost peer whose
         // estimates the change has not reached yet.
         self.stop.unsettle();
+        self.keep_trusted_ratio();
         self.help(now);
     }
 
@@ -652,7 +658,7 @@ impl<T: Real> Protocol for Gossip<T> {
             dst.extend_from_slice(&self.result);
             return;
         }
-        self.current_estimate(dst);
+        self.reported_estimate(dst);
     }
 
     fn settled(&self) -> bool {

@@ -9,6 +9,9 @@
 
 use super::real::Real;
 
+/// Every rank's initial weight (see [`Layout::initial`]).
+const INITIAL_WEIGHT: f64 = 1.0;
+
 /// The layout of mass vectors for an input of `len` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -35,7 +38,7 @@ impl Layout {
     pub fn initial<T: Real>(&self, data: &[f64], dst: &mut Vec<T>) {
         dst.clear();
         dst.extend(data.iter().map(|&x| T::from_f64(x)));
-        let w = T::from_f64(1.0);
+        let w = T::from_f64(INITIAL_WEIGHT);
         dst.push(w);
         if self.checked {
             for k in 0..self.len {
@@ -73,6 +76,40 @@ impl Layout {
         self.checksum_defect(mass)
             .partial_cmp(&tau)
             .is_none_or(|order| order == std::cmp::Ordering::Greater)
+    }
+
+    /// Repairs `initial`, a rank's initial mass (`[x, w, c]` as [`Self::initial`] made it), after
+    /// a bit flip; returns whether it was corrupted. The flow rules never write the initial mass,
+    /// so its checksums hold exactly, not up to tau, and a flipped bit can be found: the
+    /// weight is [`INITIAL_WEIGHT`] on every rank, and a value `x_k` whose checksum fails is
+    /// the single-bit change of itself that passes it. Where no such bit exists (the checksum
+    /// itself was hit, or several bits), the checksum is recomputed from the value: the rank
+    /// then reduces the value it holds, as Push-Flow would. A state that a value flip and a
+    /// checksum flip would both leave is taken for a value flip: values are what faults flip.
+    pub fn repair_initial<T: Real>(&self, initial: &mut [T]) -> bool {
+        if !self.checked || initial.len() != self.width() {
+            return false;
+        }
+        let (values, rest) = initial.split_at_mut(self.len);
+        let (weight, checksums) = rest.split_at_mut(1);
+        let intact = |x: T, w: T, c: T| x + w == c;
+        let w = T::from_f64(INITIAL_WEIGHT);
+        let mut corrupted = weight[0] != w;
+        weight[0] = w;
+        for (x, c) in values.iter_mut().zip(checksums.iter_mut()) {
+            if intact(*x, w, *c) {
+                continue;
+            }
+            corrupted = true;
+            match (0..T::BITS)
+                .map(|bit| x.flip(bit))
+                .find(|&y| intact(y, w, *c))
+            {
+                Some(restored) => *x = restored,
+                None => *c = *x + w,
+            }
+        }
+        corrupted
     }
 
     /// The estimate `x_k / w` of each value into `dst`, times `scale` (the live rank count for a
@@ -127,6 +164,47 @@ mod tests {
             checked: false,
         };
         assert!(!unchecked.corrupted(&[f64::NAN, 1.0], 1e-11));
+    }
+
+    #[test]
+    fn a_flip_in_the_initial_mass_is_undone() {
+        let layout = Layout {
+            len: 2,
+            checked: true,
+        };
+        let mut initial: Vec<f64> = Vec::new();
+        layout.initial(&[0.4578719372899391, 7.25], &mut initial);
+        let clean = initial.clone();
+        assert!(!layout.repair_initial(&mut initial));
+        // Values and the weight at every bit: back to the input, up to what the checksum
+        // resolves (a flip below half an ulp of c_k leaves x_k + w = c_k, harmlessly).
+        for elem in 0..3 {
+            for bit in 0..64 {
+                let mut flipped = clean.clone();
+                flipped[elem] = flipped[elem].flip(bit);
+                layout.repair_initial(&mut flipped);
+                for k in 0..3 {
+                    let resolution = if k < 2 {
+                        clean[3 + k] * f64::EPSILON
+                    } else {
+                        0.0
+                    };
+                    assert!(
+                        (flipped[k] - clean[k]).abs() <= resolution,
+                        "element {elem}, bit {bit}: {flipped:?}"
+                    );
+                }
+                assert!(
+                    !layout.repair_initial(&mut flipped),
+                    "{elem}, {bit}: intact"
+                );
+            }
+        }
+        // A flipped checksum where no value bit explains it: recomputed from the value.
+        let mut flipped = clean.clone();
+        flipped[4] = flipped[4].flip(62);
+        assert!(layout.repair_initial(&mut flipped));
+        assert_eq!(flipped, clean);
     }
 
     #[test]

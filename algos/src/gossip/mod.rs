@@ -8,13 +8,15 @@
 //!
 //! # Mass and results
 //! A rank's mass is its input values plus a weight of 1 (and checksums, see [`mass`]). The
-//! estimate is x / w per value: the average. A **sum** is the average times the number of live
-//! ranks this rank knows of. After a crash, the result is defined as the **survivors'
-//! aggregate**: flow-based rules drop every flow to a rank they are told failed, which removes
-//! exactly what was exchanged with it, so the survivors' mass is their own inputs; PCF also
-//! drops the mass it had cancelled with that rank (see `pcf.rs`). Push-Sum cannot: mass held by or
-//! travelling to the failed rank is gone, and its estimate converges to a biased value, which is
-//! the baseline that shows why the flow algorithms exist.
+//! estimate is x / w per value: the average. The flow rules' weights can fall to round-off, where
+//! x / w means nothing: a rank then reports the last ratio whose weight it trusted (`trust.rs`).
+//! A **sum** is the average times the number of live ranks this rank knows of. After a crash,
+//! the result is defined as the **survivors' aggregate**: flow-based rules drop every flow to a
+//! rank they are told failed, which removes exactly what was exchanged with it, so the
+//! survivors' mass is their own inputs; PCF also drops the mass it had cancelled with that rank
+//! (see `pcf.rs`). Push-Sum cannot: mass held by or travelling to the failed rank is gone, and
+//! its estimate converges to a biased value, which is the baseline that shows why the flow
+//! algorithms exist.
 //!
 //! # Faults
 //! Loss and cut links are missing messages; a corrupted message is a frame whose payload bits
@@ -36,6 +38,7 @@ mod push_flow;
 mod push_sum;
 #[cfg(test)]
 mod tests;
+mod trust;
 
 pub use engine::Gossip;
 pub use real::Real;

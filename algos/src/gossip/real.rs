@@ -34,6 +34,8 @@ pub trait Real:
     const DTYPE: Dtype;
     /// The default checksum threshold tau (see [`super::GossipConfig::tau`]).
     const DEFAULT_TAU: f64;
+    /// The unit round-off: the largest relative error of one rounded operation.
+    const UNIT_ROUNDOFF: f64;
     /// Rounds an `f64` to this type.
     fn from_f64(x: f64) -> Self;
     /// Widens to `f64`.
@@ -55,6 +57,8 @@ impl Real for f64 {
     /// 000 Sec. 4.4.1 uses 1e-11 for values in [0, 1]; round-off of a double checksum is about
     /// 1e-16 relative, so 1e-11 leaves five orders of margin.
     const DEFAULT_TAU: f64 = 1e-11;
+    /// 2^-53.
+    const UNIT_ROUNDOFF: f64 = f64::EPSILON / 2.0;
     fn from_f64(x: f64) -> f64 {
         x
     }
@@ -86,6 +90,8 @@ impl Real for f32 {
     /// corrupted. 1e-4 is about 800 ulps: sums of a few dozen flows stay below it, while a flip
     /// that matters at the accuracies HPFLC targets (1e-1 to 1e-5) is above it.
     const DEFAULT_TAU: f64 = 1e-4;
+    /// 2^-24.
+    const UNIT_ROUNDOFF: f64 = 5.960_464_477_539_063e-8;
     fn from_f64(x: f64) -> f32 {
         x as f32
     }

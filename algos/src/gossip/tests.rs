@@ -579,3 +579,42 @@ fn inspection_lists_every_flow_and_flags_a_corrupted_one() {
         ["peer", "active", "f1 x0", "f2 x0", "roles r"]
     );
 }
+
+/// A flow rule's weight can fall to round-off: after two neighbours' pushes cross, the next
+/// flow between them takes the surplus back from one end, which may have passed it on. A rank
+/// whose mass is round-off (or exactly zero) reports the ratio it last trusted, running or
+/// stopped, never x / w.
+#[test]
+fn a_rank_whose_weight_is_round_off_reports_its_last_trusted_ratio() {
+    let tiny = f64::EPSILON;
+    // What the neighbour's flow leaves at rank 0: its exact zero (PCF's NaN), and round-off of
+    // both signs (PF's -0.25 where the average was 0.46).
+    for left in [
+        [0.0, 0.0],
+        [tiny, 4.0 * tiny],
+        [-tiny, 4.0 * tiny],
+        [tiny, -tiny],
+    ] {
+        let inputs = vec![vec![1.0], vec![3.0]];
+        let topology = Topology::fully_connected(2).unwrap();
+        let mut net: Net<f64> = Net::with_inputs(
+            inputs,
+            topology,
+            Rule::PushFlow,
+            async_schedule(),
+            ReduceOp::Average,
+        );
+        // Before any push: f_10 = -(v_0 - left), so e_0 = left.
+        deliver_flow(&mut net, 1, 0, &[left[0] - 1.0, left[1] - 1.0]);
+        let mut mass = Vec::new();
+        net.ranks[0].mass(&mut mass);
+        assert_eq!(mass, left, "the set-up");
+        let mut estimate = Vec::new();
+        net.ranks[0].estimate(&mut estimate);
+        assert_eq!(estimate, [1.0], "running, mass {left:?}");
+        net.input(0, 1, Input::Stop);
+        assert_eq!(net.ranks[0].phase(), Phase::Done);
+        net.ranks[0].estimate(&mut estimate);
+        assert_eq!(estimate, [1.0], "stopped, mass {left:?}");
+    }
+}

@@ -20,8 +20,7 @@ const COLUMNS: usize = 16;
 /// Push budget of each dmGS reduction ("a maximal number of iterations per reduction").
 const DMGS_BUDGET: u32 = 1000;
 
-/// A reduction whose max relative error over ranks exceeds this (or is not finite) failed: a
-/// rank stopped by the budget at an instant when its weight was near zero.
+/// A reduction whose max relative error over ranks exceeds this (or is not finite) failed.
 const FAILED: f64 = 1e-8;
 
 /// How dmGS sums: a gossip algorithm, or exact sums (the same steps, every rank the same R).
