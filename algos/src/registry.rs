@@ -252,15 +252,19 @@ const CRASHES: Tolerance = Tolerance {
     ..NONE
 };
 
-/// A gossip algorithm's tolerance: every rule survives crashes and link failures by dropping
-/// the flows of the lost peer; the checksummed and cancelling rules also survive bit flips.
-const fn gossip_tolerance(flips: bool) -> Tolerance {
+/// A gossip algorithm's tolerance: the flow rules survive crashes, link failures and lost
+/// messages (a flow is cumulative: the next one carries what a lost one did, and a lost
+/// peer's flow is dropped); the checksummed and cancelling rules also survive bit flips.
+/// Push-Sum survives none: mass in a lost message or at a crashed rank is gone, which is why
+/// 000 builds Push-Flow.
+const fn gossip_tolerance(rule: Rule, flips: bool) -> Tolerance {
+    let flows = !matches!(rule, Rule::PushSum);
     Tolerance {
-        crashes: true,
+        crashes: flows,
         message_flips: flips,
         state_flips: flips,
-        link_failures: true,
-        message_loss: true,
+        link_failures: flows,
+        message_loss: flows,
     }
 }
 
@@ -279,7 +283,7 @@ const fn gossip(
         paper,
         kind: Kind::Gossip { rule, round_based },
         runs: BOTH,
-        tolerates: gossip_tolerance(flips),
+        tolerates: gossip_tolerance(rule, flips),
         operators: Operators::SumOrAverage,
         payload: F64_ONE_FRAME,
     }

@@ -78,6 +78,9 @@ pub enum Command {
     Experiment(crate::experiments::ExperimentArgs),
     /// Measure performance.
     Bench(crate::bench::BenchArgs),
+    /// The swarm checker: random runs of every family under random faults in the simulator,
+    /// each judged against its algorithm's model; a violation prints the command that replays it.
+    Check(crate::check::CheckArgs),
     /// One rank of the built-in job (started by the launcher, not by hand).
     #[command(name = "__rank", hide = true)]
     Rank(crate::live::rank_main::RankArgs),

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod check;
 mod cli;
 mod cluster;
 mod console;
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Check(args)) => run::check(&args),
         Some(Command::Experiment(args)) => experiments::run(&args),
         Some(Command::Rank(args)) => return live::rank_main::main(&args),
         Some(Command::Agent(args)) => cluster::agent::main(&args),

@@ -21,6 +21,9 @@ use crate::console::live::Inputs;
 use crate::live::{BuiltinJob, Expected, LaunchOptions, LiveSpec};
 use crate::report::RunJson;
 
+mod swarm;
+pub use swarm::check;
+
 /// The operator and input distribution the flags name (simulated and real runs alike).
 fn data_from_args(args: &RunArgs) -> anyhow::Result<(ReduceOp, InputKind)> {
     use ftcoll_launcher::text::options::{parse_input, parse_op};

@@ -195,7 +195,7 @@ impl CorrectedBcast {
 
     /// A started non-root rank takes `value` as the broadcast's payload, as if it had arrived,
     /// and spreads it: the value an earlier attempt of an allreduce delivered elsewhere (see
-    /// [`super::allreduce`]). Nothing changes once a payload is here.
+    /// `corrected::allreduce`). Nothing changes once a payload is here.
     pub fn adopt(&mut self, value: ValuesRef<'_>, out: &mut Outbox) {
         if !self.started || self.payload.is_some() || self.is_root() {
             return;

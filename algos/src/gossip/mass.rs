@@ -81,7 +81,7 @@ impl Layout {
     /// Repairs `initial`, a rank's initial mass (`[x, w, c]` as [`Self::initial`] made it), after
     /// a bit flip; returns whether it was corrupted. The flow rules never write the initial mass,
     /// so its checksums hold exactly, not up to tau, and a flipped bit can be found: the
-    /// weight is [`INITIAL_WEIGHT`] on every rank, and a value `x_k` whose checksum fails is
+    /// weight is `INITIAL_WEIGHT` on every rank, and a value `x_k` whose checksum fails is
     /// the single-bit change of itself that passes it. Where no such bit exists (the checksum
     /// itself was hit, or several bits), the checksum is recomputed from the value: the rank
     /// then reduces the value it holds, as Push-Flow would. A state that a value flip and a

@@ -1,0 +1,583 @@
+//! `ftcoll-launch check`: one swarm checker over every family of the registry. Each run's seed
+//! draws a family and one of its algorithms, N, the family's options (tree, roots, tolerance,
+//! network), the vector length and a fault mix from the whole vocabulary (crashes at any moment,
+//! slow and hung ranks, message loss, cut links, bit flips in messages and state), and marks each
+//! fault as inside or outside the algorithm's model. The run is a command line of the launcher,
+//! so the command a failure prints replays it exactly. The simulator checks every protocol's
+//! invariants after every step; after the last fault it runs until nothing is pending, so an
+//! operation that cannot finish shows as a hang. Then the run is judged as a simulated run is
+//! ([`crate::report::sim_verdict`]): inside the model nothing may be wrong, outside it the run
+//! must be correct or loud (its outcome flagged, a non-zero exit), never silently wrong.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::Args;
+use ftcoll_algos::fault::{FaultSpec, FaultTime, FlipTarget, KillTime, MessageSelector};
+use ftcoll_algos::ftco::Collective;
+use ftcoll_algos::protocol::StateVar;
+use ftcoll_algos::registry::{Algorithm, Kind};
+use ftcoll_algos::rng::SimRng;
+use ftcoll_algos::Rank;
+use serde::Serialize;
+
+/// Flags of `check`.
+#[derive(Debug, Args, Clone)]
+pub struct CheckArgs {
+    /// First seed; run K uses seed + K.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Runs.
+    #[arg(long, default_value_t = 1000)]
+    pub runs: u64,
+    /// Only this family: rdb, direct, ring, chain, ft-ring, gossip, corrected, ftco or era.
+    #[arg(long)]
+    pub family: Option<String>,
+    /// Largest N drawn (gossip, which needs many rounds, stays at 64 or less).
+    #[arg(long, default_value_t = 1024)]
+    pub max_n: u32,
+    /// Writes the counts per family as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Negative control: claims every drawn fault inside the model, so that the checker must
+    /// find violations in every family (a test runs it).
+    #[arg(long, hide = true)]
+    pub plant_all_tolerated: bool,
+}
+
+/// The families: one per kind of state machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Family {
+    /// Recursive doubling, exact and approximate.
+    Rdb,
+    /// The direct exchange.
+    Direct,
+    /// The ring.
+    Ring,
+    /// Pipelined chains.
+    Chain,
+    /// The fault-tolerant ring.
+    FtRing,
+    /// Every gossip rule.
+    Gossip,
+    /// 001's corrected trees.
+    Corrected,
+    /// 004's FTCO.
+    Ftco,
+    /// 002's agreement.
+    Era,
+}
+
+impl Family {
+    /// Every family, in order.
+    pub const ALL: [Family; 9] = [
+        Family::Rdb,
+        Family::Direct,
+        Family::Ring,
+        Family::Chain,
+        Family::FtRing,
+        Family::Gossip,
+        Family::Corrected,
+        Family::Ftco,
+        Family::Era,
+    ];
+
+    /// The family of an algorithm.
+    pub fn of(algo: Algorithm) -> Family {
+        match algo.kind() {
+            Kind::RecursiveDoubling { .. } => Family::Rdb,
+            Kind::Direct => Family::Direct,
+            Kind::Ring => Family::Ring,
+            Kind::Chain(_) => Family::Chain,
+            Kind::FtRing => Family::FtRing,
+            Kind::Gossip { .. } => Family::Gossip,
+            Kind::Corrected(_) => Family::Corrected,
+            Kind::Ftco(_) => Family::Ftco,
+            Kind::Agreement => Family::Era,
+        }
+    }
+
+    /// The name `--family` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Rdb => "rdb",
+            Family::Direct => "direct",
+            Family::Ring => "ring",
+            Family::Chain => "chain",
+            Family::FtRing => "ft-ring",
+            Family::Gossip => "gossip",
+            Family::Corrected => "corrected",
+            Family::Ftco => "ftco",
+            Family::Era => "era",
+        }
+    }
+
+    /// The family named `name`.
+    pub fn parse(name: &str) -> Result<Family, String> {
+        Family::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
+                format!("unknown family '{name}'; use one of {}", names.join(", "))
+            })
+    }
+
+    /// The simulated algorithms of the family.
+    fn algorithms(self) -> Vec<Algorithm> {
+        Algorithm::ALL
+            .iter()
+            .copied()
+            .filter(|a| a.descriptor().runs.simulated && Family::of(*a) == self)
+            // ARDB stops early with a sample average by design (000 Sec. 6.3): nothing to judge.
+            .filter(|a| *a != Algorithm::Ardb)
+            .collect()
+    }
+}
+
+/// One drawn run: the launcher's arguments and whether every fault lies inside the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DrawnRun {
+    /// The family.
+    pub family: Family,
+    /// The arguments after `ftcoll-launch`.
+    pub argv: Vec<String>,
+    /// Every fault is one the algorithm tolerates, where and when it strikes.
+    pub inside_model: bool,
+}
+
+impl DrawnRun {
+    /// The command that replays the run.
+    pub fn command(&self) -> String {
+        format!("ftcoll-launch {}", self.argv.join(" "))
+    }
+}
+
+/// Stream of the swarm's draws.
+const SWARM_STREAM: u64 = 0x5EA4_C0DE_0000_0027;
+
+/// Draws run `seed`, of `only` if given.
+pub fn draw(seed: u64, only: Option<Family>, max_n: u32) -> DrawnRun {
+    let mut rng = SimRng::for_stream(seed, SWARM_STREAM);
+    let family = only.unwrap_or(Family::ALL[rng.below(Family::ALL.len() as u64) as usize]);
+    let algorithms = family.algorithms();
+    let algo = algorithms[rng.below(algorithms.len() as u64) as usize];
+    // Gossip needs thousands of pushes per rank and the direct exchange n^2 messages per
+    // operation: bigger runs check nothing new, slowly.
+    let cap = match family {
+        Family::Gossip => max_n.min(64),
+        Family::Direct => max_n.min(128),
+        _ => max_n,
+    };
+    // The corrected tree tolerates f >= 1 crashes among n >= f + 2 ranks.
+    let floor = if family == Family::Corrected { 3 } else { 1 };
+    let n = match rng.below(4) {
+        0 => 1 + rng.below(8) as u32,
+        1 | 2 => 2 + rng.below(31) as u32,
+        _ => 2 + rng.below(u64::from(cap.max(2) - 1)) as u32,
+    }
+    .clamp(floor, cap.max(floor));
+    let mut argv: Vec<String> = ["--sim", "--no-tui", "--seed"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    argv.push(seed.to_string());
+    argv.extend([
+        "--algo".into(),
+        algo.name().into(),
+        "-n".into(),
+        n.to_string(),
+    ]);
+    let options = family_options(&mut rng, algo, n);
+    argv.extend(options.argv);
+    let horizon = 40 + 20 * u64::from(32 - n.leading_zeros());
+    let mut inside = true;
+    let mut kills = 0;
+    for _ in 0..rng.below(4) {
+        let (spec, tolerated) = draw_fault(&mut rng, algo, n, horizon, &options.model, &mut kills);
+        argv.push("--fault".into());
+        argv.push(spec.to_string());
+        inside &= tolerated;
+    }
+    DrawnRun {
+        family,
+        argv,
+        inside_model: inside,
+    }
+}
+
+/// What a family's model allows, as drawn for one run.
+#[derive(Clone, Debug, Default)]
+struct Model {
+    /// Crashes the algorithm survives (0: none).
+    crashes: u32,
+    /// Ranks that may fail only before the operation (at time 0): 001's root candidates, or
+    /// that may not fail at all (FTCO's broadcast and reduce root).
+    pre_operational: Vec<u32>,
+    immune: Vec<u32>,
+    /// The network stays connected after any three cut links (a full graph, or a hypercube of
+    /// degree 4 or more): a partition is outside every model.
+    well_connected: bool,
+}
+
+/// A family's drawn options.
+struct Options {
+    argv: Vec<String>,
+    model: Model,
+}
+
+fn family_options(rng: &mut SimRng, algo: Algorithm, n: u32) -> Options {
+    let mut argv = Vec::new();
+    let mut model = Model::default();
+    let tolerates = algo.descriptor().tolerates;
+    let mut arg = |flag: &str, value: String| {
+        argv.push(flag.to_string());
+        argv.push(value);
+    };
+    match algo.kind() {
+        Kind::Gossip { round_based, .. } => {
+            // The default accuracy of the precision (double, or single for round-based
+            // gossip) and the default push budget.
+            let topology = if round_based || n.is_power_of_two() && rng.chance(0.5) {
+                "hypercube"
+            } else {
+                ["full", "torus"][rng.below(2) as usize]
+            };
+            if !round_based && n > 1 {
+                arg("--topology", topology.into());
+            }
+            model.well_connected = !round_based
+                && match topology {
+                    "full" => n >= 5,
+                    "hypercube" => n >= 16,
+                    _ => false,
+                };
+            arg("--op", "avg".into());
+            model.crashes = n.saturating_sub(1);
+        }
+        Kind::RecursiveDoubling { approximate: true } => {
+            unreachable!("ardb is not drawn: its result is an estimate with no accuracy bound")
+        }
+        Kind::Corrected(collective) => {
+            let f = (1 + rng.below(3) as u32).min(n - 2);
+            arg("--tolerate", f.to_string());
+            arg("--input", "int".into());
+            model.crashes = f;
+            model.pre_operational = match collective {
+                Collective::Reduce => vec![0],
+                Collective::Bcast => vec![0],
+                Collective::Allreduce => (0..=f).collect(),
+            };
+        }
+        Kind::Ftco(collective) => {
+            let k = 2 + rng.below(4);
+            let shape = if rng.chance(0.5) { "knomial" } else { "kary" };
+            arg("--ftco-tree", format!("{shape}:{k}"));
+            let roots = 1 + rng.below(3) as u32;
+            if collective == Collective::Allreduce {
+                arg("--ftco-roots", roots.to_string());
+            } else {
+                model.immune = vec![0];
+            }
+            arg("--input", "int".into());
+            model.crashes = n.saturating_sub(1);
+        }
+        Kind::Agreement | Kind::FtRing => {
+            arg("--input", "int".into());
+            model.crashes = n.saturating_sub(1);
+        }
+        Kind::RecursiveDoubling { approximate: false }
+        | Kind::Direct
+        | Kind::Ring
+        | Kind::Chain(_) => {
+            arg("--input", "int".into());
+            let len = [1, 2, 7, 64][rng.below(4) as usize];
+            arg("--len", len.to_string());
+        }
+    }
+    if !tolerates.crashes {
+        model.crashes = 0;
+    }
+    Options { argv, model }
+}
+
+/// One fault from the whole vocabulary, and whether the algorithm tolerates it there and then.
+fn draw_fault(
+    rng: &mut SimRng,
+    algo: Algorithm,
+    n: u32,
+    horizon: u64,
+    model: &Model,
+    kills: &mut u32,
+) -> (FaultSpec, bool) {
+    let tolerates = algo.descriptor().tolerates;
+    let rank = Rank(rng.below(u64::from(n)) as u32);
+    let at = if rng.chance(0.3) {
+        0
+    } else {
+        rng.below(horizon * 3)
+    };
+    let time = FaultTime::Steps(at);
+    match rng.below(9) {
+        0..=2 => {
+            *kills += 1;
+            let inside = *kills <= model.crashes
+                && *kills < n
+                && !model.immune.contains(&rank.0)
+                && (at == 0 || !model.pre_operational.contains(&rank.0));
+            let spec = FaultSpec::Kill {
+                rank,
+                at: KillTime::At(time),
+            };
+            (spec, inside)
+        }
+        3 => {
+            let factor = [2, 8, 60, 1000][rng.below(4) as usize];
+            // Only FTCO times ranks out; a slow rank is live everywhere else.
+            let inside = !matches!(algo.kind(), Kind::Ftco(_));
+            (
+                FaultSpec::Slow {
+                    rank,
+                    factor,
+                    at: time,
+                },
+                inside,
+            )
+        }
+        // A hung rank is not fail-stop: outside every model.
+        4 => (FaultSpec::Stop { rank, at: time }, false),
+        5 => {
+            let rate = [0.001, 0.01, 0.1][rng.below(3) as usize];
+            let rank = rng.chance(0.5).then_some(rank);
+            (FaultSpec::Drop { rank, rate }, tolerates.message_loss)
+        }
+        6 if n >= 2 => {
+            let b = Rank((rank.0 + 1 + rng.below(u64::from(n - 1)) as u32) % n);
+            let inside = tolerates.link_failures && model.well_connected;
+            (
+                FaultSpec::Cut {
+                    a: rank,
+                    b,
+                    at: time,
+                },
+                inside,
+            )
+        }
+        // One rank has no link to cut: it stops instead.
+        6 => (FaultSpec::Stop { rank, at: time }, false),
+        7 => {
+            let which = if rng.chance(0.5) {
+                MessageSelector::Nth(rng.below(8))
+            } else {
+                MessageSelector::AtOrAfter(time)
+            };
+            let (target, inside) = if rng.chance(0.8) {
+                let bit = rng.below(64) as u32;
+                (
+                    FlipTarget::Payload { elem: 0, bit },
+                    tolerates.message_flips,
+                )
+            } else {
+                (
+                    FlipTarget::Raw {
+                        bit: rng.below(512),
+                    },
+                    false,
+                )
+            };
+            (
+                FaultSpec::FlipMessage {
+                    rank,
+                    which,
+                    target,
+                },
+                inside,
+            )
+        }
+        _ => {
+            let bit = rng.below(64) as u32;
+            let (var, inside) = if rng.chance(0.5) {
+                // A neighbour on every network gossip uses here (a state that does not exist,
+                // in other families, is left alone and reported so).
+                let peer = if rank.0 ^ 1 < n {
+                    rank.0 ^ 1
+                } else {
+                    (rank.0 + 1) % n
+                };
+                let flow = StateVar::Flow {
+                    peer: Rank(peer),
+                    elem: 0,
+                };
+                (flow, tolerates.state_flips)
+            } else {
+                (StateVar::Value { elem: 0 }, false)
+            };
+            (
+                FaultSpec::FlipState {
+                    rank,
+                    var,
+                    bit,
+                    at: time,
+                },
+                inside,
+            )
+        }
+    }
+}
+
+/// What the simulator said of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Judged {
+    /// Why the outcome cannot be trusted, if it cannot ([`crate::report::SimVerdict::wrong`]).
+    pub wrong: Option<String>,
+    /// An approximate algorithm's push budget ended the run before its accuracy was reached.
+    pub out_of_budget: bool,
+}
+
+/// How one run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunOutcome {
+    /// Correct (inside or outside the model).
+    Correct,
+    /// Inside the model, a gossip run the push budget stopped before it converged: loud (not
+    /// within eps, a non-zero exit), and no claim of the papers, which promise convergence,
+    /// not a number of pushes under every fault.
+    Unconverged(String),
+    /// Outside the model, and flagged: the launcher exits non-zero with this reason.
+    Loud(String),
+    /// A violation: wrong inside the model, or the run could not be set up or panicked.
+    Violation(String),
+}
+
+/// Counts of one family.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FamilyCounts {
+    /// Runs.
+    pub runs: u64,
+    /// Runs whose faults all lay inside the model.
+    pub inside_model: u64,
+    /// Runs outside the model that ended correct anyway.
+    pub outside_correct: u64,
+    /// Runs outside the model that ended loud.
+    pub outside_loud: u64,
+    /// Gossip runs inside the model that the push budget stopped before they converged (loud).
+    pub unconverged: u64,
+    /// Violations.
+    pub violations: u64,
+}
+
+/// What a swarm found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SwarmSummary {
+    /// Counts per family.
+    pub families: BTreeMap<&'static str, FamilyCounts>,
+    /// The first violations, each with the command that replays it.
+    pub first_violations: Vec<String>,
+    /// Wall-clock seconds.
+    pub wall_s: f64,
+    /// Runs per second.
+    pub runs_per_s: f64,
+}
+
+/// Most violations a summary keeps.
+const KEPT_VIOLATIONS: usize = 10;
+
+impl SwarmSummary {
+    /// Violations in all.
+    pub fn violations(&self) -> u64 {
+        self.families.values().map(|c| c.violations).sum()
+    }
+
+    /// Adds one run.
+    pub fn add(&mut self, run: &DrawnRun, inside: bool, outcome: &RunOutcome) {
+        let counts = self.families.entry(run.family.name()).or_default();
+        counts.runs += 1;
+        counts.inside_model += u64::from(inside);
+        match outcome {
+            RunOutcome::Correct if !inside => counts.outside_correct += 1,
+            RunOutcome::Correct => {}
+            RunOutcome::Loud(_) => counts.outside_loud += 1,
+            RunOutcome::Unconverged(_) => counts.unconverged += 1,
+            RunOutcome::Violation(why) => {
+                counts.violations += 1;
+                if self.first_violations.len() < KEPT_VIOLATIONS {
+                    self.first_violations
+                        .push(format!("{why}\n  replay: {}", run.command()));
+                }
+            }
+        }
+    }
+}
+
+/// Judges one run from what the simulator said (`Err`: the run could not be set up, or a
+/// protocol invariant broke).
+pub fn judge(inside: bool, judged: Result<Judged, String>) -> RunOutcome {
+    match judged {
+        Err(why) => RunOutcome::Violation(why),
+        Ok(Judged { wrong: None, .. }) => RunOutcome::Correct,
+        Ok(Judged {
+            wrong: Some(why),
+            out_of_budget: true,
+        }) if inside => RunOutcome::Unconverged(why),
+        Ok(Judged {
+            wrong: Some(why), ..
+        }) if inside => RunOutcome::Violation(format!("inside the model, yet {why}")),
+        Ok(Judged {
+            wrong: Some(why), ..
+        }) => RunOutcome::Loud(why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_are_a_function_of_the_seed_and_cover_every_family() {
+        assert_eq!(draw(7, None, 1024), draw(7, None, 1024));
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..500 {
+            let run = draw(seed, None, 1024);
+            let algo = ftcoll_launcher::text::options::parse_algorithm(&run.argv[5]).unwrap();
+            assert_eq!(Family::of(algo), run.family);
+            seen.insert(run.family);
+        }
+        assert_eq!(seen.len(), Family::ALL.len());
+    }
+
+    #[test]
+    fn family_names_round_trip_and_a_bad_one_says_what_to_use() {
+        for family in Family::ALL {
+            assert_eq!(Family::parse(family.name()), Ok(family));
+        }
+        let error = Family::parse("mpi").unwrap_err();
+        assert!(error.contains("rdb, direct"), "{error}");
+    }
+
+    #[test]
+    fn inside_the_model_a_flagged_run_is_a_violation_outside_it_is_loud() {
+        let said = |wrong: Option<&str>, out_of_budget| {
+            Ok(Judged {
+                wrong: wrong.map(String::from),
+                out_of_budget,
+            })
+        };
+        assert_eq!(judge(true, said(None, false)), RunOutcome::Correct);
+        assert!(matches!(
+            judge(true, said(Some("x"), false)),
+            RunOutcome::Violation(_)
+        ));
+        assert_eq!(
+            judge(false, said(Some("x"), false)),
+            RunOutcome::Loud("x".into())
+        );
+        assert_eq!(
+            judge(true, said(Some("x"), true)),
+            RunOutcome::Unconverged("x".into())
+        );
+        assert!(matches!(
+            judge(false, Err("panic".into())),
+            RunOutcome::Violation(_)
+        ));
+    }
+}
