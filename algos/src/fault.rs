@@ -246,8 +246,10 @@ impl fmt::Display for FaultSpec {
             FaultSpec::Kill { rank, at } => match at {
                 KillTime::At(t) => write!(f, "kill:rank={}{}", rank.0, At(t)),
                 KillTime::Operation(op) => write!(f, "kill:rank={},op={op}", rank.0),
+                // `at=` always: without it the text reads back as a kill when the operation
+                // starts (`KillTime::Operation`), a different fault.
                 KillTime::DuringOperation { op, after } => {
-                    write!(f, "kill:rank={},op={op}{}", rank.0, At(after))
+                    write!(f, "kill:rank={},op={op},at={after}", rank.0)
                 }
             },
             FaultSpec::KillNode { node, at } => write!(f, "kill-node:node={node}{}", At(at)),

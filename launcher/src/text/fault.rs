@@ -511,6 +511,10 @@ mod tests {
             "kill:rank=3,at=100",
             "kill:rank=3,at=5ms",
             "kill:rank=3,op=2",
+            // Found by the fault_spec fuzz target: printed without its `at=0`, this read back
+            // as a kill when operation 1 starts.
+            "kill:rank=3,op=1,at=0",
+            "kill:rank=3,op=1,at=00000000",
             "kill-node:node=1,at=7",
             "flip-msg:rank=0,bit=63,nth=2",
             "flip-msg:rank=0,bit=3,elem=4,at=20us",
@@ -541,6 +545,10 @@ mod tests {
         assert_eq!(
             parse_fault("kill:rank=3").map(|s| s.to_string()),
             Ok("kill:rank=3".to_string())
+        );
+        assert_eq!(
+            parse_fault("kill:rank=3,op=1,at=0").map(|s| s.to_string()),
+            Ok("kill:rank=3,op=1,at=0".to_string())
         );
     }
 }

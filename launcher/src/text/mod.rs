@@ -3,6 +3,7 @@
 
 pub mod fault;
 pub mod ftco;
+pub mod hostfile;
 pub mod options;
 pub mod replay;
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs every fuzz target (fuzz/fuzz_targets/) for SECONDS each (default 60) with libFuzzer
+# through cargo-fuzz, starting from a copy of the committed corpus so that the repository is
+# never modified. Prints each target's executions; exits non-zero if any target crashed, and
+# then keeps the crashing inputs and the logs in the directory it names.
+#   scripts/fuzz.sh [SECONDS]
+# Needs a nightly toolchain (libFuzzer's instrumentation); installs cargo-fuzz if missing. The
+# build goes to $CARGO_TARGET_DIR, or target/fuzz when it is unset.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${1:-60}"
+case "$seconds" in
+  '' | *[!0-9]*)
+    echo "usage: scripts/fuzz.sh [SECONDS]" >&2
+    exit 2
+    ;;
+esac
+
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "scripts/fuzz.sh needs a nightly Rust toolchain: rustup toolchain install nightly" >&2
+  exit 1
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  cargo install cargo-fuzz --locked
+fi
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target/fuzz}"
+# Under RUST_BACKTRACE=1 every anyhow error captures a backtrace, which slows the hostfile
+# target several times; panics still print theirs.
+export RUST_LIB_BACKTRACE=0
+work="$(mktemp -d)"
+keep=""
+trap '[ -n "$keep" ] || rm -rf "$work"' EXIT
+
+targets=()
+for file in fuzz/fuzz_targets/*.rs; do
+  name="$(basename "$file" .rs)"
+  targets+=("$name")
+done
+
+# One build for all targets (release, debug assertions and overflow checks, AddressSanitizer).
+(cd fuzz && cargo +nightly fuzz build)
+
+failed=()
+for target in "${targets[@]}"; do
+  mkdir -p "$work/corpus/$target" "$work/artifacts/$target"
+  if [ -d "fuzz/corpus/$target" ]; then
+    cp -R "fuzz/corpus/$target/." "$work/corpus/$target/"
+  fi
+  log="$work/$target.log"
+  # Hostfiles are a few lines; longer inputs only slow the parser's per-host search.
+  max_len=4096
+  [ "$target" = hostfile ] && max_len=512
+  status=0
+  (cd fuzz && cargo +nightly fuzz run "$target" "$work/corpus/$target" -- \
+    -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="$work/artifacts/$target/") >"$log" 2>&1 || status=$?
+  runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
+  rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)"
+  inputs="$(find "$work/corpus/$target" -type f | wc -l)"
+  if [ "$status" -ne 0 ]; then
+    failed+=("$target")
+    tail -n 40 "$log" >&2
+    echo "$target: FAILED (exit $status) after ${runs:-?} executions; inputs in $work/artifacts/$target/" >&2
+  else
+    echo "$target: ${runs:-?} executions in ${seconds} s (${rate:-?} exec/s), no crash; corpus ${inputs} inputs"
+  fi
+done
+
+if [ "${#failed[@]}" -ne 0 ]; then
+  keep=yes
+  echo "fuzzing found crashes in: ${failed[*]} (logs and inputs kept in $work)" >&2
+  echo "reproduce: cd fuzz && cargo +nightly fuzz run TARGET INPUT" >&2
+  exit 1
+fi
