@@ -57,21 +57,30 @@ fn a_simulated_run_writes_the_json_schema() {
 }
 
 #[test]
-fn faults_and_failures_reach_the_report() {
-    let (_, json) = launch_json(
-        &[
-            "--sim",
-            "-n",
-            "64",
-            "--fault",
-            "kill:rank=3,at=20",
-            "--fault",
-            "flip-msg:rank=9,bit=63",
-            "--detector",
-            "perfect:5",
-        ],
-        "faults.json",
-    );
+fn faults_and_failures_reach_the_report_and_a_run_outside_the_model_fails() {
+    let path = scratch("faults.json");
+    let out = launch(&[
+        "--sim",
+        "-n",
+        "64",
+        "--fault",
+        "kill:rank=3,at=20",
+        "--fault",
+        "flip-msg:rank=9,bit=63",
+        "--detector",
+        "perfect:5",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    // rdb tolerates no crash: the survivors abort, and the run says so with a failing exit.
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("outside what rdb tolerates"), "{stderr}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(json["consistent"], true);
+    assert!(json["wrong"].as_str().unwrap().contains("aborted"));
     assert_eq!(json["failures"][0]["rank"], 3);
     assert_eq!(json["failures"][0]["at_steps"], 20);
     assert_eq!(json["failures"][0]["noticed_at_steps"], 25);
@@ -94,7 +103,9 @@ fn the_determinism_check_passes() {
     let out = launch(&[
         "--sim",
         "-n",
-        "500",
+        "128",
+        "--algo",
+        "pf",
         "--fault",
         "drop:rank=all,rate=0.05",
         "--check-determinism",
