@@ -162,11 +162,13 @@ pub fn draw(seed: u64, only: Option<Family>, max_n: u32) -> DrawnRun {
     let family = only.unwrap_or(Family::ALL[rng.below(Family::ALL.len() as u64) as usize]);
     let algorithms = family.algorithms();
     let algo = algorithms[rng.below(algorithms.len() as u64) as usize];
-    // Gossip needs thousands of pushes per rank and the direct exchange n^2 messages per
-    // operation: bigger runs check nothing new, slowly.
+    // Gossip needs thousands of pushes per rank, the direct exchange and the rings n^2
+    // messages per operation: bigger runs check nothing new, slowly.
     let cap = match family {
         Family::Gossip => max_n.min(64),
         Family::Direct => max_n.min(128),
+        // A ring moves n segments n times: n^2 messages per operation.
+        Family::Ring | Family::FtRing => max_n.min(256),
         _ => max_n,
     };
     // The corrected tree tolerates f >= 1 crashes among n >= f + 2 ranks.
@@ -211,9 +213,9 @@ pub fn draw(seed: u64, only: Option<Family>, max_n: u32) -> DrawnRun {
 struct Model {
     /// Crashes the algorithm survives (0: none).
     crashes: u32,
-    /// Ranks that may fail only before the operation (at time 0): 001's root candidates, or
-    /// that may not fail at all (FTCO's broadcast and reduce root).
+    /// Ranks that may fail only before the operation (at time 0): 001's root candidates.
     pre_operational: Vec<u32>,
+    /// Ranks that may not fail at all: the root of a broadcast or a reduce.
     immune: Vec<u32>,
     /// The network stays connected after any three cut links (a full graph, or a hypercube of
     /// degree 4 or more): a partition is outside every model.
@@ -263,11 +265,14 @@ fn family_options(rng: &mut SimRng, algo: Algorithm, n: u32) -> Options {
             arg("--tolerate", f.to_string());
             arg("--input", "int".into());
             model.crashes = f;
-            model.pre_operational = match collective {
-                Collective::Reduce => vec![0],
-                Collective::Bcast => vec![0],
-                Collective::Allreduce => (0..=f).collect(),
-            };
+            match collective {
+                // The value to broadcast, or the result, lives at the root: its death is
+                // outside the model (the survivors must then all fail, loudly).
+                Collective::Reduce | Collective::Bcast => model.immune = vec![0],
+                // 001's allreduce hands the root role down f + 1 candidates, each of which may
+                // fail before the operation.
+                Collective::Allreduce => model.pre_operational = (0..=f).collect(),
+            }
         }
         Kind::Ftco(collective) => {
             let k = 2 + rng.below(4);
