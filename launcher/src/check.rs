@@ -39,6 +39,10 @@ pub struct CheckArgs {
     /// Writes the counts per family as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Runs simulated side by side (default: the machine's cores). Counts and the violations
+    /// printed do not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub jobs: Option<u32>,
     /// Negative control: claims every drawn fault inside the model, so that the checker must
     /// find violations in every family (a test runs it).
     #[arg(long, hide = true)]
@@ -493,9 +497,9 @@ impl SwarmSummary {
         self.families.values().map(|c| c.violations).sum()
     }
 
-    /// Adds one run.
-    pub fn add(&mut self, run: &DrawnRun, inside: bool, outcome: &RunOutcome) {
-        let counts = self.families.entry(run.family.name()).or_default();
+    /// Adds one run of `family`; `replay` is its command, needed for a violation only.
+    pub fn add(&mut self, family: Family, inside: bool, outcome: &RunOutcome, replay: &str) {
+        let counts = self.families.entry(family.name()).or_default();
         counts.runs += 1;
         counts.inside_model += u64::from(inside);
         match outcome {
@@ -507,7 +511,7 @@ impl SwarmSummary {
                 counts.violations += 1;
                 if self.first_violations.len() < KEPT_VIOLATIONS {
                     self.first_violations
-                        .push(format!("{why}\n  replay: {}", run.command()));
+                        .push(format!("{why}\n  replay: {replay}"));
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! job construction as a simulated run typed by hand, so its replay command is exact.
 
 use std::fs;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context};
 use ftcoll_runtime::job::simulate;
@@ -10,25 +11,58 @@ use super::job_from_args;
 
 /// `ftcoll-launch check`: the swarm of [`crate::check`], run after run, with counts per family.
 pub fn check(args: &crate::check::CheckArgs) -> anyhow::Result<()> {
-    use crate::check::{draw, judge, Family, SwarmSummary};
+    use crate::check::{draw, judge, Family, RunOutcome, SwarmSummary};
     let only = args
         .family
         .as_deref()
         .map(Family::parse)
         .transpose()
         .map_err(anyhow::Error::msg)?;
+    let jobs = args.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |j| j as usize,
+    );
     let started = std::time::Instant::now();
     let mut summary = SwarmSummary::default();
     // A protocol invariant broken inside the simulator panics; the run reports it instead.
     let quiet = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    for k in 0..args.runs {
-        let run = draw(args.seed.wrapping_add(k), only, args.max_n);
-        let inside = run.inside_model || args.plant_all_tolerated;
-        let outcome = judge(inside, verdict_of(&run.argv));
-        summary.add(&run, inside, &outcome);
-    }
+    // Workers take run numbers from one counter and keep their outcomes; the summary adds
+    // them in run order, so what it keeps does not depend on the number of workers.
+    let next = AtomicU64::new(0);
+    let mut judged: Vec<(u64, Family, bool, RunOutcome, String)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs.max(1))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        if k >= args.runs {
+                            break mine;
+                        }
+                        let run = draw(args.seed.wrapping_add(k), only, args.max_n);
+                        let inside = run.inside_model || args.plant_all_tolerated;
+                        let outcome = judge(inside, verdict_of(&run.argv));
+                        // Only a violation prints its command.
+                        let replay = match outcome {
+                            RunOutcome::Violation(_) => run.command(),
+                            _ => String::new(),
+                        };
+                        mine.push((k, run.family, inside, outcome, replay));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
     std::panic::set_hook(quiet);
+    judged.sort_unstable_by_key(|(k, ..)| *k);
+    for (_, family, inside, outcome, replay) in &judged {
+        summary.add(*family, *inside, outcome, replay);
+    }
     summary.wall_s = started.elapsed().as_secs_f64();
     summary.runs_per_s = args.runs as f64 / summary.wall_s.max(1e-9);
     println!(
@@ -42,7 +76,7 @@ pub fn check(args: &crate::check::CheckArgs) -> anyhow::Result<()> {
         );
     }
     println!(
-        "{} runs in {:.1} s ({:.0} runs/s), seeds {}..{}",
+        "{} runs in {:.1} s ({:.0} runs/s, {jobs} jobs), seeds {}..{}",
         args.runs,
         summary.wall_s,
         summary.runs_per_s,
