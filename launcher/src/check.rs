@@ -198,9 +198,10 @@ pub fn draw(seed: u64, only: Option<Family>, max_n: u32) -> DrawnRun {
     argv.extend(options.argv);
     let horizon = 40 + 20 * u64::from(32 - n.leading_zeros());
     let mut inside = true;
-    let mut kills = 0;
+    let mut removed = Removed::default();
     for _ in 0..rng.below(4) {
-        let (spec, tolerated) = draw_fault(&mut rng, algo, n, horizon, &options.model, &mut kills);
+        let (spec, tolerated) =
+            draw_fault(&mut rng, algo, n, horizon, &options.model, &mut removed);
         argv.push("--fault".into());
         argv.push(spec.to_string());
         inside &= tolerated;
@@ -221,9 +222,44 @@ struct Model {
     pre_operational: Vec<u32>,
     /// Ranks that may not fail at all: the root of a broadcast or a reduce.
     immune: Vec<u32>,
-    /// The network stays connected after any three cut links (a full graph, or a hypercube of
-    /// degree 4 or more): a partition is outside every model.
-    well_connected: bool,
+    /// The gossip network, whose survivors must stay connected: a partition is outside every
+    /// model.
+    network: Network,
+}
+
+/// A gossip network, as far as its connectivity goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+enum Network {
+    /// No network to partition (the other families address every rank).
+    #[default]
+    Unconstrained,
+    /// Every rank a neighbour of every other.
+    Full,
+    /// A hypercube of this degree: connected after any degree - 1 crashes or cuts.
+    Hypercube(u32),
+    /// A torus, taken as 2-connected only (its shape depends on N).
+    Torus,
+}
+
+impl Network {
+    /// Whether the survivors stay connected after `crashes` crashed ranks and `cuts` cut links
+    /// among `n` ranks, whichever they are.
+    fn survives(self, n: u32, crashes: u32, cuts: u32) -> bool {
+        match self {
+            Network::Unconstrained => true,
+            // K_n less k ranks is K_(n-k), whose edge connectivity is n - k - 1.
+            Network::Full => cuts == 0 || cuts + 2 <= n.saturating_sub(crashes),
+            Network::Hypercube(degree) => crashes + cuts < degree,
+            Network::Torus => n >= 5 && crashes + cuts < 2,
+        }
+    }
+}
+
+/// Ranks killed and links cut so far in one run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Removed {
+    kills: u32,
+    cuts: u32,
 }
 
 /// A family's drawn options.
@@ -252,12 +288,13 @@ fn family_options(rng: &mut SimRng, algo: Algorithm, n: u32) -> Options {
             if !round_based && n > 1 {
                 arg("--topology", topology.into());
             }
-            model.well_connected = !round_based
-                && match topology {
-                    "full" => n >= 5,
-                    "hypercube" => n >= 16,
-                    _ => false,
-                };
+            model.network = match topology {
+                "full" => Network::Full,
+                // A partial hypercube may hang a rank on one link.
+                "hypercube" if n.is_power_of_two() => Network::Hypercube(n.trailing_zeros()),
+                "hypercube" => Network::Hypercube(1),
+                _ => Network::Torus,
+            };
             arg("--op", "avg".into());
             model.crashes = n.saturating_sub(1);
         }
@@ -317,7 +354,7 @@ fn draw_fault(
     n: u32,
     horizon: u64,
     model: &Model,
-    kills: &mut u32,
+    removed: &mut Removed,
 ) -> (FaultSpec, bool) {
     let tolerates = algo.descriptor().tolerates;
     let rank = Rank(rng.below(u64::from(n)) as u32);
@@ -329,9 +366,11 @@ fn draw_fault(
     let time = FaultTime::Steps(at);
     match rng.below(9) {
         0..=2 => {
-            *kills += 1;
-            let inside = *kills <= model.crashes
-                && *kills < n
+            removed.kills += 1;
+            let kills = removed.kills;
+            let inside = kills <= model.crashes
+                && kills < n
+                && model.network.survives(n, kills, removed.cuts)
                 && !model.immune.contains(&rank.0)
                 && (at == 0 || !model.pre_operational.contains(&rank.0));
             let spec = FaultSpec::Kill {
@@ -362,7 +401,18 @@ fn draw_fault(
         }
         6 if n >= 2 => {
             let b = Rank((rank.0 + 1 + rng.below(u64::from(n - 1)) as u32) % n);
-            let inside = tolerates.link_failures && model.well_connected;
+            removed.cuts += 1;
+            // A round-based schedule has no other path around a cut link.
+            let round_based = matches!(
+                algo.kind(),
+                Kind::Gossip {
+                    round_based: true,
+                    ..
+                }
+            );
+            let inside = tolerates.link_failures
+                && !round_based
+                && model.network.survives(n, removed.kills, removed.cuts);
             (
                 FaultSpec::Cut {
                     a: rank,
@@ -552,6 +602,21 @@ mod tests {
             seen.insert(run.family);
         }
         assert_eq!(seen.len(), Family::ALL.len());
+    }
+
+    #[test]
+    fn a_crash_or_cut_that_could_partition_the_survivors_is_outside_the_model() {
+        // The 4-cycle (a hypercube of degree 2) loses two opposite ranks: two islands.
+        assert!(Network::Hypercube(2).survives(4, 1, 0));
+        assert!(!Network::Hypercube(2).survives(4, 2, 0));
+        assert!(!Network::Hypercube(2).survives(4, 1, 1));
+        assert!(Network::Hypercube(4).survives(16, 2, 1));
+        // A full graph survives any crashes; a cut only while three or more ranks live.
+        assert!(Network::Full.survives(4, 3, 0));
+        assert!(Network::Full.survives(4, 1, 1));
+        assert!(!Network::Full.survives(4, 2, 1));
+        assert!(!Network::Torus.survives(16, 1, 1));
+        assert!(Network::Unconstrained.survives(2, 1, 9));
     }
 
     #[test]
