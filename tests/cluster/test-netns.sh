@@ -54,7 +54,7 @@ check "exact sum at every rank" "$(json "$WORK/rdb.json" "d['exact'] and d['ops_
 
 note "2. host 3 (ranks 8-11) dies mid-run"
 timeout 180 "$BIN" -n 12 --hostfile "$WORK/hostfile" --bind "$BIND" --algo ftco-allreduce \
-    --detect-timeout 100ms --input int --ops 5000 --suspect-ms 2000 --no-tui \
+    --detect-timeout 400ms --input int --ops 5000 --suspect-ms 2000 --no-tui \
     --json "$WORK/kill.json" >"$WORK/kill.out" 2>&1 &
 job=$!
 # Bounded: wait until every rank of host 3 runs there, then kill the host a moment later.
@@ -67,10 +67,14 @@ sleep 1
 status=0
 wait "$job" || status=$?
 [[ $status -eq 0 ]] || { cat "$WORK/kill.out" >&2; die "FAILED: the survivors' job did not succeed (status $status)"; }
-check "exactly host 3's ranks reported failed" "$(json "$WORK/kill.json" "sorted(f['rank'] for f in d['failures']) == [8, 9, 10, 11]")"
+note "   failures: $(json "$WORK/kill.json" "'; '.join(f\"{f['rank']} {f['how']} at {f['at_s']:.2f}s\" for f in d['failures'])")"
+check "host 3's ranks reported failed" "$(json "$WORK/kill.json" "{8, 9, 10, 11} <= {f['rank'] for f in d['failures']}")"
+# FTCO's own timeouts can take a live but late rank for dead (12 ranks share this VM's two cores
+# with sshd): the launcher then kills it before anyone excludes it. Any other failure must be one.
+check "any other rank failed only by being fenced as a suspect" \
+    "$(json "$WORK/kill.json" "all(f['cause'] == 'suspected' for f in d['failures'] if f['rank'] not in (8, 9, 10, 11))")"
 check "the survivors finished every operation, consistently and exactly" \
     "$(json "$WORK/kill.json" "d['ops_ok_all_survivors'] == d['ops'] and d['consistent'] and d['exact']")"
-note "   failures: $(json "$WORK/kill.json" "'; '.join(f\"{f['rank']} {f['how']} at {f['at_s']:.2f}s\" for f in d['failures'])")"
 
 note "3. unreachable and refusing hosts"
 printf '%s.11 slots=4\n%s.99 slots=4\n' "$PREFIX" "$PREFIX" >"$WORK/unreachable"
