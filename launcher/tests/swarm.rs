@@ -5,7 +5,11 @@
 // Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Command, Output};
+use std::process::Output;
+
+// Only the launcher, scratch paths and reports of the shared helpers are used here.
+#[allow(dead_code)]
+mod common;
 
 const FAMILIES: [&str; 9] = [
     "rdb",
@@ -21,23 +25,16 @@ const FAMILIES: [&str; 9] = [
 
 /// Runs `check` with `args` and returns the exit and the per-family counts.
 fn check(args: &[&str], name: &str) -> (Output, serde_json::Value) {
-    let path =
-        std::env::temp_dir().join(format!("ftcoll-swarm-{}-{name}.json", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll-launch"))
+    let path = common::scratch(&format!("swarm-{name}.json"));
+    let out = common::launcher()
         .arg("check")
         .args(args)
-        .args(["--json", path.to_str().unwrap()])
-        .env_remove("FTCOLL_LOG")
+        .arg("--json")
+        .arg(&path)
         .output()
         .expect("ftcoll-launch runs");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{args:?} wrote no summary ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    std::fs::remove_file(&path).unwrap();
-    (out, serde_json::from_str(&text).unwrap())
+    let summary = common::take_report(&path, &out);
+    (out, summary)
 }
 
 #[test]

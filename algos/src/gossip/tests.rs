@@ -215,6 +215,17 @@ fn async_schedule() -> Schedule {
     }
 }
 
+/// Randomised Push-Flow averaging `inputs` over `topology`.
+fn push_flow_average(inputs: Vec<Vec<f64>>, topology: Topology) -> Net<f64> {
+    Net::with_inputs(
+        inputs,
+        topology,
+        Rule::PushFlow,
+        async_schedule(),
+        ReduceOp::Average,
+    )
+}
+
 const ALL_RULES: [Rule; 6] = [
     Rule::PushSum,
     Rule::PushFlow,
@@ -324,13 +335,7 @@ fn bus_example_flows_are_the_papers_fixed_point() {
         if n > 8 {
             continue;
         }
-        let mut net: Net<f64> = Net::with_inputs(
-            inputs,
-            topology,
-            Rule::PushFlow,
-            async_schedule(),
-            ReduceOp::Average,
-        );
+        let mut net = push_flow_average(inputs, topology);
         net.run(8 * 200 * u64::from(n).pow(2).min(400));
         let err = net.error(&[2.0], |_| true);
         assert!(err < 1e-6, "n = {n}: error {err:e}");
@@ -597,13 +602,7 @@ fn a_rank_whose_weight_is_round_off_reports_its_last_trusted_ratio() {
     ] {
         let inputs = vec![vec![1.0], vec![3.0]];
         let topology = Topology::fully_connected(2).unwrap();
-        let mut net: Net<f64> = Net::with_inputs(
-            inputs,
-            topology,
-            Rule::PushFlow,
-            async_schedule(),
-            ReduceOp::Average,
-        );
+        let mut net = push_flow_average(inputs, topology);
         // Before any push: f_10 = -(v_0 - left), so e_0 = left.
         deliver_flow(&mut net, 1, 0, &[left[0] - 1.0, left[1] - 1.0]);
         let mut mass = Vec::new();

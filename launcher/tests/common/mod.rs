@@ -51,14 +51,21 @@ pub fn run_job(args: &[&str], name: &str, limit_s: u32) -> (Output, serde_json::
         .args(["--timeout-s", &limit_s.to_string()])
         .output()
         .unwrap();
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+    let report = take_report(&path, &out);
+    (out, report)
+}
+
+/// Reads and removes the JSON report at `path` that the run `out` wrote; fails the test with
+/// the run's stderr if there is none.
+pub fn take_report(path: &std::path::Path, out: &Output) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
         panic!(
-            "no report; stderr: {}",
+            "no report ({e}); stderr: {}",
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    std::fs::remove_file(&path).unwrap();
-    (out, serde_json::from_str(&text).unwrap())
+    std::fs::remove_file(path).unwrap();
+    serde_json::from_str(&text).unwrap()
 }
 
 /// The ranks a report lists as failed, increasing.
