@@ -81,6 +81,9 @@ pub enum Command {
     /// The swarm checker: random runs of every family under random faults in the simulator,
     /// each judged against its algorithm's model; a violation prints the command that replays it.
     Check(crate::check::CheckArgs),
+    /// Agreements and fault-tolerant allreduces on real processes under random SIGKILLs, job
+    /// after job, for a set time; every job must finish, agree and return admissible results.
+    Soak(crate::soak::SoakArgs),
     /// One rank of the built-in job (started by the launcher, not by hand).
     #[command(name = "__rank", hide = true)]
     Rank(crate::live::rank_main::RankArgs),

@@ -13,6 +13,7 @@ mod leftovers;
 mod live;
 mod report;
 mod run;
+mod soak;
 
 use std::process::ExitCode;
 
@@ -21,7 +22,6 @@ use clap::{CommandFactory, FromArgMatches};
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    init_logging();
     let parsed = Cli::command()
         .after_help(cli::after_help())
         .try_get_matches()
@@ -30,9 +30,16 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return usage_error(error),
     };
+    // A soak kills ranks by the thousand: each death is expected, not worth a warning.
+    init_logging(if matches!(cli.command, Some(Command::Soak(_))) {
+        "error"
+    } else {
+        "warn"
+    });
     let result = match cli.command {
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Check(args)) => run::check(&args),
+        Some(Command::Soak(args)) => soak::run(&args),
         Some(Command::Experiment(args)) => experiments::run(&args),
         Some(Command::Rank(args)) => return live::rank_main::main(&args),
         Some(Command::Agent(args)) => cluster::agent::main(&args),
@@ -65,10 +72,10 @@ fn usage_error(error: clap::Error) -> ExitCode {
     }
 }
 
-/// Logs go to stderr through one filter, `FTCOLL_LOG` (default: warnings).
-fn init_logging() {
+/// Logs go to stderr through one filter, `FTCOLL_LOG` (default: `level`).
+fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FTCOLL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     use std::io::IsTerminal;
     // While the console owns the terminal, log lines would garble it: they are dropped.
     let writer = || -> Box<dyn std::io::Write> {

@@ -114,6 +114,17 @@ impl LiveJson {
     pub fn failed_ops(&self) -> Option<&str> {
         self.failed_ops.as_deref()
     }
+
+    /// Operations completed at every survivor.
+    pub fn ops_completed(&self) -> u64 {
+        self.ops_ok_all_survivors
+    }
+
+    /// Whether every rank returned the same result for each operation, and no operation
+    /// completed at some survivors and failed at others.
+    pub fn consistent(&self) -> bool {
+        self.consistent
+    }
 }
 
 /// Why operations did not complete at every survivor: how many, and how the first of them

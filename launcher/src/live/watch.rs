@@ -36,6 +36,11 @@ pub enum Flow {
 pub trait Watcher {
     /// Whether ranks should send status samples.
     fn telemetry(&self) -> bool;
+    /// Whether the launcher keeps every operation's reports for the job's verdict (the
+    /// console runs a job until quit and keeps no per-operation history).
+    fn keeps_reports(&self) -> bool {
+        false
+    }
     /// `rank` registered with the launcher.
     fn registered(&mut self, rank: u32, job: &mut dyn JobHandle);
     /// A status sample of `rank` arrived.

@@ -235,9 +235,9 @@ impl Loop {
                 let slot = &mut self.ranks[rank as usize];
                 slot.last_heartbeat = Some(Instant::now());
                 if let Some(events) = self.console_events.as_mut() {
-                    // A console job runs until quit: keep no per-operation history.
                     events.push(ConsoleEvent::Reported(rank, report.op));
-                } else if slot.reports.len() < 1 << 20 {
+                }
+                if self.keep_reports && slot.reports.len() < 1 << 20 {
                     slot.reports.push(report);
                 }
             }

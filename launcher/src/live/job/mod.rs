@@ -117,7 +117,8 @@ pub fn run_with_console(
     let launcher_faults = launcher_faults(&spec.faults, n, env.ranks_per_node)?;
     let mut plane = start::ControlPlane::listen(listener, &control_addr)?;
     let started = Instant::now();
-    let mut state = Loop::new(spec, secret, launcher_faults, console.is_some(), started);
+    let watched = console.as_ref().map(|c| c.keeps_reports());
+    let mut state = Loop::new(spec, secret, launcher_faults, watched, started);
     // Kept until the job ends: dropping it reaps (or kills) the ssh/srun processes.
     let agents = match spec.cluster.as_ref() {
         Some(cluster) => Some(state.start_remote(&mut plane, cluster, spec, &env)?),
@@ -160,6 +161,8 @@ struct Loop {
     registered_pids: BTreeMap<u32, u32>,
     /// What the console must hear of, drained every turn (`None`: no console).
     console_events: Option<Vec<ConsoleEvent>>,
+    /// Whether every operation's reports are kept (a console job runs until quit: not there).
+    keep_reports: bool,
     /// The console paused the job (every rank stopped): no suspicion meanwhile.
     paused: bool,
     /// When liveness was last judged (to tell a stalled launcher from silent ranks).
@@ -171,12 +174,13 @@ struct Loop {
 }
 
 impl Loop {
-    /// The loop of a job of `spec` before any rank starts (`watched`: a watcher hears of it).
+    /// The loop of a job of `spec` before any rank starts (`watched`: a watcher hears of it,
+    /// and says whether the job's reports are kept).
     fn new(
         spec: &LiveSpec,
         secret: Vec<u8>,
         launcher_faults: Vec<(Duration, LauncherFault)>,
-        watched: bool,
+        watched: Option<bool>,
         started: Instant,
     ) -> Loop {
         Loop {
@@ -194,7 +198,8 @@ impl Loop {
             suspect: Duration::from_millis(spec.launch.suspect_ms),
             launcher_faults,
             registered_pids: BTreeMap::new(),
-            console_events: watched.then(Vec::new),
+            console_events: watched.map(|_| Vec::new()),
+            keep_reports: watched.unwrap_or(true),
             paused: false,
             last_liveness_check: None,
             dirty: Vec::new(),

@@ -1,0 +1,63 @@
+//! The soak through the real binary: a short soak of agreements and fault-tolerant allreduces
+//! under SIGKILLs finds every job correct, and its negative control (allreduce jobs on the plain
+//! ring, which tolerates no crash) must report failed jobs with their replay commands.
+
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Output;
+
+// Only the launcher, scratch paths and reports of the shared helpers are used here.
+#[allow(dead_code)]
+mod common;
+
+/// Runs `soak` with `args`; returns the exit and the totals.
+fn soak(args: &[&str], name: &str) -> (Output, serde_json::Value) {
+    let path = common::scratch(&format!("soak-{name}.json"));
+    let out = common::launcher()
+        .arg("soak")
+        .args(args)
+        .arg("--json")
+        .arg(&path)
+        .output()
+        .expect("ftcoll-launch runs");
+    let summary = common::take_report(&path, &out);
+    (out, summary)
+}
+
+#[test]
+fn a_short_soak_kills_ranks_and_every_job_agrees() {
+    let (out, summary) = soak(&["--minutes", "0.15", "-n", "6", "--seed", "3"], "ok");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(summary["kills"].as_u64().unwrap() > 0, "{stdout}");
+    assert!(summary["agreements"].as_u64().unwrap() > 0, "{stdout}");
+    assert!(summary["allreduces"].as_u64().unwrap() > 0, "{stdout}");
+    assert_eq!(summary["failed_jobs"], 0, "{stdout}");
+    assert_eq!(summary["hangs"], 0, "{stdout}");
+}
+
+#[test]
+fn the_planted_control_fails_with_replay_commands() {
+    let (out, summary) = soak(
+        &[
+            "--minutes",
+            "0.1",
+            "-n",
+            "6",
+            "--seed",
+            "3",
+            "--plant-intolerant",
+        ],
+        "planted",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(summary["failed_jobs"].as_u64().unwrap() > 0, "{stdout}");
+    assert!(
+        stdout.contains("failed: job")
+            && stdout.contains("--algo ring ")
+            && stdout.contains("--fault kill:rank="),
+        "{stdout}"
+    );
+}
