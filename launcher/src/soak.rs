@@ -43,6 +43,9 @@ pub struct SoakArgs {
     /// enumerate every admissible result).
     #[arg(long)]
     pub max_kills: Option<u32>,
+    /// Only jobs of this collective: era-agree or ft-ring (default: both, drawn evenly).
+    #[arg(long)]
+    pub algo: Option<String>,
     /// Agreements per agreement job.
     #[arg(long, default_value_t = 400)]
     pub agreements_per_job: u64,
@@ -89,9 +92,17 @@ const MAX_JUDGED_KILLS: u32 = 10;
 
 impl JobPlan {
     /// Job `index` of a soak seeded by `seed`.
-    fn draw(seed: u64, index: u64, n: u32, max_kills: u32, agreements: u64) -> JobPlan {
+    fn draw(
+        seed: u64,
+        index: u64,
+        n: u32,
+        max_kills: u32,
+        agreements: u64,
+        only: Option<bool>,
+    ) -> JobPlan {
         let mut rng = SimRng::for_stream(seed, index);
-        let collective = if rng.chance(0.5) {
+        let agreement = rng.chance(0.5);
+        let collective = if only.unwrap_or(agreement) {
             Collective::Agreement
         } else {
             let len = ALLREDUCE_LENS[rng.below(ALLREDUCE_LENS.len() as u64) as usize];
@@ -220,6 +231,13 @@ pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
     if max_kills == 0 {
         bail!("--max-kills must be at least 1");
     }
+    // Some(true): agreements only; Some(false): allreduces only.
+    let only = match args.algo.as_deref() {
+        None => None,
+        Some("era-agree") => Some(true),
+        Some("ft-ring") => Some(false),
+        Some(other) => bail!("soak runs era-agree or ft-ring, not --algo {other}"),
+    };
     let deadline = Duration::from_secs_f64(args.minutes * 60.0);
     let started = Instant::now();
     let mut last_progress = started;
@@ -230,7 +248,14 @@ pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
         ..SoakSummary::default()
     };
     for index in 0.. {
-        let plan = JobPlan::draw(args.seed, index, args.n, max_kills, args.agreements_per_job);
+        let plan = JobPlan::draw(
+            args.seed,
+            index,
+            args.n,
+            max_kills,
+            args.agreements_per_job,
+            only,
+        );
         let (tally, replay) = run_job(args, &plan, index)?;
         summary.add(&plan, &tally, replay);
         if started.elapsed() >= deadline {
@@ -367,8 +392,8 @@ mod tests {
     #[test]
     fn plans_are_fixed_by_the_seed_and_kill_inside_the_job() {
         for index in 0..500 {
-            let plan = JobPlan::draw(7, index, 8, 6, 400);
-            let again = JobPlan::draw(7, index, 8, 6, 400);
+            let plan = JobPlan::draw(7, index, 8, 6, 400, None);
+            let again = JobPlan::draw(7, index, 8, 6, 400, None);
             assert_eq!(plan.kill_after_op, again.kill_after_op);
             assert_eq!((plan.seed, plan.ops), (again.seed, again.ops));
             assert!(!plan.kill_after_op.is_empty() && plan.kill_after_op.len() <= 6);

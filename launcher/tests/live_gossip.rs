@@ -1,6 +1,7 @@
 //! Gossip reductions (000, 003) on real processes: 64 ranks over shared memory converge to the
 //! requested accuracy by the local stopping rule, also when a rank is SIGKILLed mid-run and a
-//! message bit flips; the same flip ruins Push-Flow, which shows the flip happened.
+//! message bit flips; the same flip ruins Push-Flow, which shows the flip happened. Links cut
+//! with no transport error are found by their silence and dropped at both ends.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -117,4 +118,15 @@ fn pfcc_survives_a_kill_as_the_ranks_finish() {
         }
     }
     eprintln!("{late} of 3 kills came after some rank finished");
+}
+
+#[test]
+fn push_cancel_flow_finds_cut_links_by_their_silence_and_converges() {
+    let _job = common::serialize();
+    // Two hypercube edges drop every frame from the start; no transport error says so.
+    let faults = ["cut:link=0-1,at=0", "cut:link=2-3,at=0"];
+    let json = run("pcf", &faults, "gossip-cut.json");
+    assert_eq!(json["within_eps"], true, "{json}");
+    assert_eq!(json["ops_ok_all_ranks"], 1, "{json}");
+    assert!(json["failures"].as_array().unwrap().is_empty(), "{json}");
 }

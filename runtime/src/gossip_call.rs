@@ -5,11 +5,17 @@
 //! rank that stops keeps answering the pushes of ranks still running for a while (its linger
 //! time), so that they can finish too. Ranks the launcher reported dead are handed to the
 //! algorithm as failure notices right after the start, so flows to them are dropped at once.
+//!
+//! A link fails without a transport error when it drops frames (a cut): a flow rule, which
+//! tolerates link failures, then hears nothing from that neighbour. [`LinkWatch`] declares a
+//! neighbour's link failed after a silence of many push gaps and fences it, as the launcher
+//! fences a silent rank: no frame crosses it again, so the neighbour, no longer pushed to,
+//! declares the same link failed too, and both ends drop the flow over it (003 Sec. II-C).
 
 use std::time::Duration;
 
 use ftcoll_algos::gossip::Gossip;
-use ftcoll_algos::protocol::{Input, Outbox, Protocol, Wrapper};
+use ftcoll_algos::protocol::{Input, Outbox, Phase, Protocol, Wrapper};
 use ftcoll_algos::topology::TopologyKind;
 use ftcoll_algos::{Rank, ReduceOp, Time};
 
@@ -45,6 +51,40 @@ enum Engine {
 struct GossipRun {
     engine: Engine,
     known_dead: Vec<Rank>,
+    /// The neighbours' links, watched where the rule tolerates link failures.
+    links: Option<LinkWatch>,
+}
+
+/// When each neighbour was last heard from; a link silent for `silence` is declared failed.
+#[derive(Clone)]
+struct LinkWatch {
+    /// Neighbours and when each was last heard (`None`: failed, its rank or its link).
+    heard: Vec<(Rank, Option<Time>)>,
+    silence: ftcoll_algos::Duration,
+}
+
+impl LinkWatch {
+    fn slot(&mut self, peer: Rank) -> Option<&mut Option<Time>> {
+        self.heard
+            .iter_mut()
+            .find(|(rank, _)| *rank == peer)
+            .map(|(_, heard)| heard)
+    }
+
+    /// Whether frames from `peer` are still taken (not over a link declared failed).
+    fn open(&mut self, peer: Rank) -> bool {
+        self.slot(peer).is_none_or(|heard| heard.is_some())
+    }
+
+    /// The neighbours silent for longer than the limit at `now`, marked failed.
+    fn expired(&mut self, now: Time, failed: &mut Vec<Rank>) {
+        for (peer, heard) in &mut self.heard {
+            if heard.is_some_and(|t| now.since(t) > self.silence) {
+                *heard = None;
+                failed.push(*peer);
+            }
+        }
+    }
 }
 
 /// Runs whole-vector (one segment): the shell's defaults.
@@ -69,18 +109,72 @@ impl Wrapper for GossipRun {
 
     fn wrap_handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
         let starting = matches!(input, Input::Start { .. });
+        if let Some(links) = self.links.as_mut() {
+            match &input {
+                Input::Start { .. } => links.heard.iter_mut().for_each(|(_, t)| *t = Some(now)),
+                // A fenced link delivers nothing, also what was in flight when it was declared.
+                Input::Message { from, .. } if !links.open(*from) => return,
+                Input::Message { from, .. } => {
+                    if let Some(heard) = links.slot(*from) {
+                        *heard = Some(now);
+                    }
+                }
+                Input::PeerFailed { peer } => {
+                    if let Some(heard) = links.slot(*peer) {
+                        *heard = None;
+                    }
+                }
+                _ => {}
+            }
+        }
         self.inner_mut().handle(now, input, out);
         if starting {
             for peer in std::mem::take(&mut self.known_dead) {
+                if let Some(heard) = self.links.as_mut().and_then(|l| l.slot(peer)) {
+                    *heard = None;
+                }
                 self.inner_mut()
                     .handle(now, Input::PeerFailed { peer }, out);
             }
         }
+        self.declare_silent_links(now, out);
     }
 }
 
 /// Least linger of a finished rank after the last push it answered, in periods.
 const LINGER_PERIODS: u64 = 200;
+/// A neighbour pushes to a given rank about once per `degree` periods, and answers its pushes:
+/// a link silent for this many such gaps (within the bounds below) is taken for failed.
+const SILENT_GAPS: u64 = 16;
+/// Bounds of a link's silence limit, in periods: long enough for a few pushes each way on a
+/// sparse graph, short enough that a finished rank lingers past it on a dense one.
+const SILENT_PERIODS: (u64, u64) = (64, 160);
+/// Least silence limit, however short the period: a rank descheduled for a while on a busy
+/// node is not a failed link.
+const MIN_SILENCE_NS: u64 = 100_000_000;
+
+impl GossipRun {
+    /// Declares failed every link silent too long while this rank still runs (a finished rank
+    /// only answers pushes, and its neighbours judge the silence).
+    fn declare_silent_links(&mut self, now: Time, out: &mut Outbox) {
+        if self.inner().phase() != Phase::Running {
+            return;
+        }
+        let Some(links) = self.links.as_mut() else {
+            return;
+        };
+        let mut failed = Vec::new();
+        links.expired(now, &mut failed);
+        for peer in failed {
+            tracing::info!(
+                peer = peer.0,
+                "no frame over the link for its silence limit: declared failed"
+            );
+            self.inner_mut()
+                .handle(now, Input::LinkFailed { peer }, out);
+        }
+    }
+}
 
 impl Communicator {
     /// Reduces `data` with a gossip algorithm: on return `data` holds this rank's estimate of
@@ -118,8 +212,28 @@ impl Communicator {
         // A rank still running pushes to a given neighbour about once per `degree` periods; a
         // finished rank stays several such gaps after the last push it answered.
         let degree = u64::from(config.topology.degree(Rank(self.rank())));
-        let linger = LINGER_PERIODS.max(4 * degree);
-        config.linger = ftcoll_algos::Duration(period.saturating_mul(linger));
+        let silence = period
+            .saturating_mul((SILENT_GAPS * degree).clamp(SILENT_PERIODS.0, SILENT_PERIODS.1))
+            .max(MIN_SILENCE_NS);
+        // A finished rank outlasts its running neighbours' silence limit, so that a rank still
+        // pushing to it never takes its departure for a failed link.
+        let linger = period
+            .saturating_mul(LINGER_PERIODS.max(4 * degree))
+            .max(2 * silence);
+        config.linger = ftcoll_algos::Duration(linger);
+        let links = call
+            .algo
+            .descriptor()
+            .tolerates
+            .link_failures
+            .then(|| LinkWatch {
+                heard: config
+                    .topology
+                    .neighbours(Rank(self.rank()))
+                    .map(|peer| (peer, None))
+                    .collect(),
+                silence: ftcoll_algos::Duration(silence),
+            });
         let members = self.members();
         let failed = self.failed_ranks();
         let known_dead: Vec<Rank> = (0..size)
@@ -136,6 +250,7 @@ impl Communicator {
             GossipRun {
                 engine,
                 known_dead: known_dead.clone(),
+                links: links.clone(),
             }
         };
         let me = self.world_rank();

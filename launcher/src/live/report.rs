@@ -157,6 +157,8 @@ struct Judged {
     worst: Option<f64>,
     exact: bool,
     consistent: bool,
+    /// The first disagreement found, in words.
+    disagreement: Option<String>,
     within_eps: Option<bool>,
     /// Whether the admissible aggregates could be enumerated (few enough failures).
     enumerated: bool,
@@ -185,7 +187,10 @@ fn verdict(job: &BuiltinJob, judged: Judged) -> Option<String> {
     Some(if judged.consistent {
         format!("a result differs from every admissible aggregate (max rel. error {worst:.3e})")
     } else {
-        "ranks returned different results for one operation".to_string()
+        match judged.disagreement {
+            Some(which) => format!("ranks returned different results for {which}"),
+            None => "ranks returned different results for one operation".to_string(),
+        }
     })
 }
 
@@ -211,6 +216,8 @@ struct Tally {
     micros: Vec<f64>,
     messages: u64,
     consistent: bool,
+    /// The first two ranks that returned different results for one operation, in words.
+    disagreement: Option<String>,
     completed_by_op: std::collections::BTreeMap<u64, u32>,
     aborted_by_op: std::collections::BTreeMap<u64, u32>,
     enumerated: bool,
@@ -353,8 +360,10 @@ impl LiveOutcome {
         // reports received, not to the operations requested (a loop may stop early).
         let mut completed_by_op: std::collections::BTreeMap<u64, u32> =
             std::collections::BTreeMap::new();
-        let mut first_value: std::collections::BTreeMap<u64, (&[f64], u64)> =
+        let mut first_value: std::collections::BTreeMap<u64, (&[f64], u64, usize)> =
             std::collections::BTreeMap::new();
+        // The first two ranks found to return different results for one operation.
+        let mut disagreement: Option<String> = None;
         let failed = failed_ranks(&self.failures);
         // Operations a survivor ended in an error: with completions elsewhere, the ranks
         // disagree on the operation's outcome.
@@ -368,7 +377,12 @@ impl LiveOutcome {
                 }
             }
         }
-        for report in self.reports.iter().flatten() {
+        let numbered = self
+            .reports
+            .iter()
+            .enumerate()
+            .flat_map(|(rank, reports)| reports.iter().map(move |report| (rank, report)));
+        for (rank, report) in numbered {
             messages += report.messages;
             if !report.ok {
                 continue;
@@ -378,10 +392,30 @@ impl LiveOutcome {
             if report.value.is_empty() {
                 continue;
             }
-            let first = *first_value
-                .entry(report.op)
-                .or_insert((&report.value, report.digest));
-            consistent &= first == (report.value.as_slice(), report.digest);
+            let (value, digest, first_rank) =
+                *first_value
+                    .entry(report.op)
+                    .or_insert((&report.value, report.digest, rank));
+            if (value, digest) != (report.value.as_slice(), report.digest) {
+                consistent = false;
+                disagreement.get_or_insert_with(|| {
+                    let fate = |r: usize| {
+                        if failed.binary_search(&(r as u32)).is_ok() {
+                            " (failed later)"
+                        } else {
+                            ""
+                        }
+                    };
+                    format!(
+                        "operation {}: rank {first_rank}{} returned {:?}, rank {rank}{} {:?}",
+                        report.op,
+                        fate(first_rank),
+                        &value[..value.len().min(4)],
+                        fate(rank),
+                        &report.value[..report.value.len().min(4)],
+                    )
+                });
+            }
             let err = match expected_digest {
                 Some(want) if report.digest == want && report.len == job.len as u64 => 0.0,
                 Some(_) => {
@@ -421,6 +455,7 @@ impl LiveOutcome {
                 micros,
                 messages,
                 consistent,
+                disagreement,
                 completed_by_op,
                 aborted_by_op,
                 enumerated: self.failures.is_empty() || admissible.is_some(),
@@ -449,6 +484,7 @@ impl LiveOutcome {
             mut micros,
             messages,
             consistent,
+            disagreement,
             completed_by_op,
             aborted_by_op,
             enumerated,
@@ -495,6 +531,7 @@ impl LiveOutcome {
                 worst,
                 exact: exact_result,
                 consistent,
+                disagreement,
                 within_eps,
                 enumerated,
             },
