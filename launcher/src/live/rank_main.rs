@@ -383,7 +383,18 @@ fn agree_once(
     let mut words = vec![0u64; comm.members().last().map_or(1, |r| *r as usize / 64 + 1)];
     words[me as usize / 64] |= 1 << (me % 64);
     let sent_before = comm.agreement_messages();
+    let members = comm.members();
     let agreed = comm.agree_with(&words, ReduceOp::BitOr)?;
+    // Validity: only members of the communicator the agreement ran on can have contributed.
+    let strangers: Vec<u32> = (0..agreed.words.len() as u32 * 64)
+        .filter(|&r| agreed.words[r as usize / 64] & (1 << (r % 64)) != 0)
+        .filter(|r| members.binary_search(r).is_err())
+        .collect();
+    if !strangers.is_empty() {
+        return Err(CommError::Config(format!(
+            "validity violated: the decision names ranks {strangers:?} that are not members"
+        )));
+    }
     let messages = comm.agreement_messages().saturating_sub(sent_before);
     if agreed
         .words

@@ -32,7 +32,7 @@ pub struct BuiltinRun {
 
 /// What the flags ask of real ranks: the built-in job, or a user program (already run).
 enum LiveJob {
-    Builtin(BuiltinRun, ReduceOp, InputKind),
+    Builtin(Box<BuiltinRun>, ReduceOp, InputKind),
     Program,
 }
 
@@ -86,7 +86,11 @@ fn live_job(args: &RunArgs, console: bool) -> anyhow::Result<LiveJob> {
     check_whole_vector(args, algo, transport)?;
     let spec = builtin_spec(args, transport, faults, console, cluster)?;
     let job = builtin_job(args, op, input);
-    Ok(LiveJob::Builtin(BuiltinRun { spec, job }, op, input))
+    Ok(LiveJob::Builtin(
+        Box::new(BuiltinRun { spec, job }),
+        op,
+        input,
+    ))
 }
 
 /// The built-in job the flags describe, checked and set up, for a caller that runs it itself
@@ -96,7 +100,7 @@ pub fn builtin_run(args: &RunArgs) -> anyhow::Result<BuiltinRun> {
         bail!("this command runs the built-in job; drop the program after --");
     }
     match live_job(args, false)? {
-        LiveJob::Builtin(run, ..) => Ok(run),
+        LiveJob::Builtin(run, ..) => Ok(*run),
         LiveJob::Program => bail!("this command runs the built-in job"),
     }
 }
