@@ -39,7 +39,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Check(args)) => run::check(&args),
-        Some(Command::Soak(args)) => soak::run(&args),
+        Some(Command::Soak(args)) => run::soak(&args),
         Some(Command::Experiment(args)) => experiments::run(&args),
         Some(Command::Rank(args)) => return live::rank_main::main(&args),
         Some(Command::Agent(args)) => cluster::agent::main(&args),

@@ -18,9 +18,11 @@ use crate::live::{LaunchOptions, LiveSpec};
 use crate::report::RunJson;
 
 mod live;
+mod soak;
 mod swarm;
 use live::run_live;
 pub use live::{builtin_failure, builtin_run};
+pub use soak::soak;
 pub use swarm::check;
 
 /// The operator and input distribution the flags name (simulated and real runs alike).

@@ -12,16 +12,14 @@
 
 mod killer;
 
-use std::fs;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+pub use killer::Killer;
 
-use anyhow::{bail, Context};
+pub use std::path::PathBuf;
+use std::time::Duration;
+
 use clap::Args;
 use ftcoll_algos::rng::SimRng;
 use serde::Serialize;
-
-use killer::Killer;
 
 /// Flags of `soak`.
 #[derive(Debug, Args, Clone)]
@@ -63,7 +61,7 @@ pub struct SoakArgs {
 
 /// The collective one job soaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Collective {
+pub enum Collective {
     /// 002's agreement, one per operation, acknowledged and shrunk after failures.
     Agreement,
     /// The fault-tolerant ring allreduce of `len` integers (sum).
@@ -72,13 +70,15 @@ enum Collective {
 
 /// One job as its seed draws it.
 #[derive(Clone, Debug)]
-struct JobPlan {
-    collective: Collective,
+pub struct JobPlan {
+    /// Which collective.
+    pub collective: Collective,
     /// The job's seed (its inputs).
-    seed: u64,
-    ops: u64,
+    pub seed: u64,
+    /// Operations.
+    pub ops: u64,
     /// Operations, ascending, at whose first report a live rank is killed.
-    kill_after_op: Vec<u64>,
+    pub kill_after_op: Vec<u64>,
 }
 
 /// Elements of the allreduce jobs' vectors: one element, a frame's worth, the largest vector
@@ -88,11 +88,11 @@ const ALLREDUCE_LENS: [usize; 5] = [1, 512, 4096, 1 << 16, 1 << 20];
 /// admissible results of at most 3 failures.
 const WHOLE_COMPARE_ELEMS: usize = 4096;
 /// Most kills the launcher's verdict can judge in a job of whole-compared results.
-const MAX_JUDGED_KILLS: u32 = 10;
+pub const MAX_JUDGED_KILLS: u32 = 10;
 
 impl JobPlan {
     /// Job `index` of a soak seeded by `seed`.
-    fn draw(
+    pub fn draw(
         seed: u64,
         index: u64,
         n: u32,
@@ -133,7 +133,7 @@ impl JobPlan {
     }
 
     /// The launcher's command line of this job, without its kills.
-    fn argv(&self, args: &SoakArgs, hang_s: u64) -> Vec<String> {
+    pub fn argv(&self, args: &SoakArgs, hang_s: u64) -> Vec<String> {
         let mut argv: Vec<String> = vec![
             "-n".into(),
             args.n.to_string(),
@@ -170,184 +170,54 @@ impl JobPlan {
 
 /// What one job showed.
 #[derive(Debug, Default)]
-struct JobTally {
-    agreements: u64,
-    allreduces: u64,
-    kills: u64,
+pub struct JobTally {
+    pub agreements: u64,
+    pub allreduces: u64,
+    pub kills: u64,
     /// Live ranks the launcher suspected and fenced (not the soak's kills).
-    fenced: u64,
-    hung: bool,
-    disagreed: bool,
+    pub fenced: u64,
+    pub hung: bool,
+    pub disagreed: bool,
     /// Why the job failed its verdict (wrong, inconsistent, incomplete, timed out, hung).
-    failure: Option<String>,
+    pub failure: Option<String>,
 }
 
 /// The soak's totals (its `--json`).
 #[derive(Debug, Default, Serialize)]
 pub struct SoakSummary {
-    ranks: u32,
-    transport: String,
-    seed: u64,
-    jobs: u64,
-    agreement_jobs: u64,
-    allreduce_jobs: u64,
+    pub ranks: u32,
+    pub transport: String,
+    pub seed: u64,
+    pub jobs: u64,
+    pub agreement_jobs: u64,
+    pub allreduce_jobs: u64,
     /// Agreements completed at every survivor.
-    agreements: u64,
+    pub agreements: u64,
     /// Allreduces completed at every survivor.
-    allreduces: u64,
+    pub allreduces: u64,
     /// Ranks the soak SIGKILLed.
-    kills: u64,
+    pub kills: u64,
     /// Live ranks the launcher suspected and fenced.
-    fenced: u64,
-    hangs: u64,
-    disagreements: u64,
+    pub fenced: u64,
+    pub hangs: u64,
+    pub disagreements: u64,
     /// Jobs whose verdict failed (hangs and disagreements included).
-    failed_jobs: u64,
-    wall_s: f64,
-    agreements_per_s: f64,
-    kills_per_s: f64,
+    pub failed_jobs: u64,
+    pub wall_s: f64,
+    pub agreements_per_s: f64,
+    pub kills_per_s: f64,
     /// The first failing jobs' reasons and replay commands.
-    failures: Vec<String>,
+    pub failures: Vec<String>,
 }
 
 /// Failing jobs whose replays are kept.
 const MAX_REPORTED_FAILURES: usize = 10;
 /// Seconds between two progress lines.
-const PROGRESS_EVERY: Duration = Duration::from_secs(30);
-
-/// `ftcoll-launch soak`.
-pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
-    if !(args.minutes > 0.0 && args.minutes.is_finite()) {
-        bail!("--minutes must be a positive number, e.g. 10");
-    }
-    if args.hang_s == 0 {
-        bail!("--hang-s must be at least 1");
-    }
-    let max_kills = args
-        .max_kills
-        .unwrap_or(MAX_JUDGED_KILLS)
-        .min(args.n - 2)
-        .min(MAX_JUDGED_KILLS);
-    if max_kills == 0 {
-        bail!("--max-kills must be at least 1");
-    }
-    // Some(true): agreements only; Some(false): allreduces only.
-    let only = match args.algo.as_deref() {
-        None => None,
-        Some("era-agree") => Some(true),
-        Some("ft-ring") => Some(false),
-        Some(other) => bail!("soak runs era-agree or ft-ring, not --algo {other}"),
-    };
-    let deadline = Duration::from_secs_f64(args.minutes * 60.0);
-    let started = Instant::now();
-    let mut last_progress = started;
-    let mut summary = SoakSummary {
-        ranks: args.n,
-        transport: args.transport.clone(),
-        seed: args.seed,
-        ..SoakSummary::default()
-    };
-    for index in 0.. {
-        let plan = JobPlan::draw(
-            args.seed,
-            index,
-            args.n,
-            max_kills,
-            args.agreements_per_job,
-            only,
-        );
-        let (tally, replay) = run_job(args, &plan, index)?;
-        summary.add(&plan, &tally, replay);
-        if started.elapsed() >= deadline {
-            break;
-        }
-        if last_progress.elapsed() >= PROGRESS_EVERY {
-            last_progress = Instant::now();
-            println!("{}", summary.line(started.elapsed().as_secs_f64()));
-        }
-    }
-    summary.wall_s = started.elapsed().as_secs_f64();
-    summary.agreements_per_s = summary.agreements as f64 / summary.wall_s.max(1e-9);
-    summary.kills_per_s = summary.kills as f64 / summary.wall_s.max(1e-9);
-    println!("{}", summary.line(summary.wall_s));
-    for failure in &summary.failures {
-        println!("failed: {failure}");
-    }
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&summary)?;
-        fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    if summary.failed_jobs > 0 {
-        bail!(
-            "{} of {} jobs failed ({} hung, {} disagreed); replay commands above",
-            summary.failed_jobs,
-            summary.jobs,
-            summary.hangs,
-            summary.disagreements
-        );
-    }
-    Ok(())
-}
-
-/// Runs one job under its kills; returns its tally and, if it failed, its replay command.
-fn run_job(args: &SoakArgs, plan: &JobPlan, index: u64) -> anyhow::Result<(JobTally, String)> {
-    use clap::Parser;
-    let argv = plan.argv(args, args.hang_s);
-    let words = std::iter::once("ftcoll-launch".to_string()).chain(argv.iter().cloned());
-    let cli = crate::cli::Cli::try_parse_from(words).context("the soak drew a bad job")?;
-    let job = crate::run::builtin_run(&cli.run)?;
-    let mut killer = Killer::new(
-        args.n,
-        plan.kill_after_op.clone(),
-        SimRng::for_stream(plan.seed, index),
-        Duration::from_secs(args.hang_s),
-    );
-    let outcome = crate::live::run_with_console(&job.spec, Some(&mut killer))?;
-    let report = outcome.builtin_report(&job.job);
-    let killed = killer.killed();
-    let fenced = outcome
-        .failures
-        .iter()
-        .filter(|f| !killed.iter().any(|&(rank, _)| rank == f.rank))
-        .count() as u64;
-    let completed = report.ops_completed();
-    let mut tally = JobTally {
-        kills: killed.len() as u64,
-        fenced,
-        hung: killer.hung(),
-        disagreed: !report.consistent(),
-        ..JobTally::default()
-    };
-    match plan.collective {
-        Collective::Agreement => tally.agreements = completed,
-        Collective::Allreduce { .. } => tally.allreduces = completed,
-    }
-    tally.failure = if tally.hung {
-        Some(format!(
-            "no rank reported for {} s: the job hung",
-            args.hang_s
-        ))
-    } else {
-        crate::run::builtin_failure(&outcome, &report)
-    };
-    let replay = match &tally.failure {
-        None => String::new(),
-        Some(_) => {
-            let kills = killed
-                .iter()
-                .map(|(rank, op)| format!(" --fault kill:rank={rank},op={op}"));
-            format!(
-                "ftcoll-launch {}{}",
-                argv.join(" "),
-                kills.collect::<String>()
-            )
-        }
-    };
-    Ok((tally, replay))
-}
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 
 impl SoakSummary {
-    fn add(&mut self, plan: &JobPlan, tally: &JobTally, replay: String) {
+    /// Adds one job.
+    pub fn add(&mut self, plan: &JobPlan, tally: &JobTally, replay: String) {
         self.jobs += 1;
         match plan.collective {
             Collective::Agreement => self.agreement_jobs += 1,
@@ -369,7 +239,7 @@ impl SoakSummary {
     }
 
     /// One line of totals.
-    fn line(&self, wall_s: f64) -> String {
+    pub fn line(&self, wall_s: f64) -> String {
         format!(
             "soak {wall_s:.0} s: {} jobs of {} ranks, {} agreements, {} allreduces, {} kills, {} fenced, {} hangs, {} disagreements, {} failed jobs",
             self.jobs,
