@@ -36,6 +36,16 @@ fn data_from_args(args: &RunArgs) -> anyhow::Result<(ReduceOp, InputKind)> {
     Ok((op, input))
 }
 
+/// The `--fault` specs, parsed (simulated and real runs alike).
+fn parse_faults(args: &RunArgs) -> anyhow::Result<Vec<ftcoll_runtime::faults::FaultSpec>> {
+    args.faults
+        .iter()
+        .map(|spec| {
+            ftcoll_launcher::text::parse_fault(spec).with_context(|| format!("in --fault {spec}"))
+        })
+        .collect()
+}
+
 /// The gossip flags, checked.
 pub fn gossip_options(args: &RunArgs) -> anyhow::Result<GossipOptions> {
     let single = match args.precision.as_deref() {
@@ -153,13 +163,7 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         "rounds" => CostModel::rounds(),
         other => bail!("unknown cost model '{other}'; use logp or rounds"),
     };
-    let faults = args
-        .faults
-        .iter()
-        .map(|spec| {
-            ftcoll_launcher::text::parse_fault(spec).with_context(|| format!("in --fault {spec}"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let faults = parse_faults(args)?;
     let ranks_per_node = args.ranks_per_node.unwrap_or(1);
     if ranks_per_node == 0 {
         bail!("--ranks-per-node must be at least 1");

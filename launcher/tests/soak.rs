@@ -13,16 +13,7 @@ mod common;
 
 /// Runs `soak` with `args`; returns the exit and the totals.
 fn soak(args: &[&str], name: &str) -> (Output, serde_json::Value) {
-    let path = common::scratch(&format!("soak-{name}.json"));
-    let out = common::launcher()
-        .arg("soak")
-        .args(args)
-        .arg("--json")
-        .arg(&path)
-        .output()
-        .expect("ftcoll-launch runs");
-    let summary = common::take_report(&path, &out);
-    (out, summary)
+    common::subcommand_json("soak", args, &format!("soak-{name}.json"))
 }
 
 /// The allreduce jobs only: the agreement jobs find a rare open disagreement (about one job in

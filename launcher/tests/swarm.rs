@@ -25,16 +25,7 @@ const FAMILIES: [&str; 9] = [
 
 /// Runs `check` with `args` and returns the exit and the per-family counts.
 fn check(args: &[&str], name: &str) -> (Output, serde_json::Value) {
-    let path = common::scratch(&format!("swarm-{name}.json"));
-    let out = common::launcher()
-        .arg("check")
-        .args(args)
-        .arg("--json")
-        .arg(&path)
-        .output()
-        .expect("ftcoll-launch runs");
-    let summary = common::take_report(&path, &out);
-    (out, summary)
+    common::subcommand_json("check", args, &format!("swarm-{name}.json"))
 }
 
 #[test]

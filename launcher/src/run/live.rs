@@ -15,7 +15,7 @@ use ftcoll_runtime::transport::TransportKind;
 
 use super::{
     cluster_options, console_job, data_from_args, ftco_options, gossip_options, gossip_rank_args,
-    job_from_args, launch_options, transport_flag_error, LIVE_DETECT_TIMEOUT,
+    job_from_args, launch_options, parse_faults, transport_flag_error, LIVE_DETECT_TIMEOUT,
 };
 use crate::cli::RunArgs;
 use crate::cluster::Cluster;
@@ -44,13 +44,7 @@ fn live_job(args: &RunArgs, console: bool) -> anyhow::Result<LiveJob> {
     let cluster = Cluster::detect(&cluster_options(args))?;
     let transport = ftcoll_runtime::transport::choose(&args.transport, cluster.is_none())
         .map_err(transport_flag_error)?;
-    let faults = args
-        .faults
-        .iter()
-        .map(|spec| {
-            ftcoll_launcher::text::parse_fault(spec).with_context(|| format!("in --fault {spec}"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let faults = parse_faults(args)?;
     for rank in 0..args.n.min(1) {
         // Rank-side faults are checked here too, so a bad unit fails before anything starts.
         ftcoll_runtime::rank_faults::RankFaults::for_rank(&faults, ftcoll_algos::Rank(rank), 0)?;

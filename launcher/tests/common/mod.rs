@@ -40,6 +40,22 @@ pub fn scratch(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// Runs the launcher's `subcommand` with `args` and `--json` into a scratch file named `name`;
+/// returns its output and the JSON it wrote.
+#[allow(dead_code)] // Only the files that run `check` and `soak` use it.
+pub fn subcommand_json(subcommand: &str, args: &[&str], name: &str) -> (Output, serde_json::Value) {
+    let path = scratch(name);
+    let out = launcher()
+        .arg(subcommand)
+        .args(args)
+        .arg("--json")
+        .arg(&path)
+        .output()
+        .expect("ftcoll-launch runs");
+    let json = take_report(&path, &out);
+    (out, json)
+}
+
 /// Runs a job to completion (bounded by `--timeout-s limit_s`) and returns its output and JSON
 /// report. The caller holds [`serialize`].
 pub fn run_job(args: &[&str], name: &str, limit_s: u32) -> (Output, serde_json::Value) {
