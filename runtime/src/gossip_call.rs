@@ -7,7 +7,7 @@
 //! algorithm as failure notices right after the start, so flows to them are dropped at once.
 //!
 //! A link fails without a transport error when it drops frames (a cut): a flow rule, which
-//! tolerates link failures, then hears nothing from that neighbour. [`LinkWatch`] declares a
+//! tolerates link failures, then hears nothing from that neighbour. A link watch declares a
 //! neighbour's link failed after a silence of many push gaps and fences it, as the launcher
 //! fences a silent rank: no frame crosses it again, so the neighbour, no longer pushed to,
 //! declares the same link failed too, and both ends drop the flow over it (003 Sec. II-C).
