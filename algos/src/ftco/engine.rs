@@ -4,7 +4,7 @@ mod inbound;
 mod inspect;
 mod timeouts;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::protocol::{
     AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus, TimerId,
@@ -118,6 +118,12 @@ pub struct Ftco {
     /// rank's own sends, and both executors hand a rank its messages before its timers.
     ack_timer_fired: bool,
     peers: BTreeMap<u32, Peer>,
+    /// The peers whose `to_ack` is set, ascending (Alg. 4 answers the first it may serve).
+    acks_due: BTreeSet<u32>,
+    /// See [`Ftco::rebuild_result_targets`].
+    result_targets: Vec<u32>,
+    /// How many of `result_targets`, in order, hold the result (a target sent it stays so).
+    results_sent_prefix: usize,
     pieces: PieceSet,
     /// Element type and length every value must have (unknown at a broadcast's receivers).
     shape: Option<(Dtype, usize)>,
@@ -165,6 +171,9 @@ impl Ftco {
             root_count: 1,
             ack_timer_fired: false,
             peers: BTreeMap::new(),
+            acks_due: BTreeSet::new(),
+            result_targets: Vec::new(),
+            results_sent_prefix: 0,
             pieces: PieceSet::default(),
             shape: None,
             result: None,
@@ -261,6 +270,7 @@ impl Ftco {
         down.dedup();
         self.down = down;
         self.at_top = self.view.at_top(self.me, &self.dead);
+        self.rebuild_result_targets();
         self.refresh_timeouts();
         let orphaned =
             self.config.collective != Collective::Allreduce && !self.at_top && self.up.is_empty();
@@ -294,6 +304,13 @@ impl Ftco {
             result_sent: false,
             to_ack: None,
         })
+    }
+
+    /// Records that `x`'s DATA or KEEPALIVE `seq` is to be acknowledged.
+    fn owe_ack(&mut self, x: u32, seq: u32) {
+        let peer = self.peer(x);
+        peer.to_ack = Some(seq.max(peer.to_ack.unwrap_or(0)));
+        self.acks_due.insert(x);
     }
 
     fn distance(&self, x: u32) -> u32 {
@@ -339,12 +356,21 @@ impl Ftco {
     }
 
     /// Ranks the final result goes to.
-    fn result_targets(&self) -> Vec<u32> {
-        let mut targets = self.down.clone();
+    /// Ranks the final result goes to: Down, and for a top rank the peer roots that do not
+    /// compute the result themselves. Kept as a list (both steps of Alg. 1's loop read it, and
+    /// a rank of a large root set has hundreds of peers), rebuilt where Up, Down, the top flag
+    /// or the final peers change; the prefix of targets known served restarts with it.
+    fn rebuild_result_targets(&mut self) {
+        let mut targets = std::mem::take(&mut self.result_targets);
+        targets.clear();
+        targets.extend_from_slice(&self.down);
         if self.at_top {
-            targets.extend(self.up.iter().filter(|x| !self.final_peers.contains(x)));
+            // `final_peers` is a subset of the ascending Up.
+            let fixed = &self.final_peers;
+            targets.extend(self.up.iter().filter(|x| fixed.binary_search(x).is_err()));
         }
-        targets
+        self.result_targets = targets;
+        self.results_sent_prefix = 0;
     }
 
     /// Sends `x` what it lacks; false (and nothing sent) when there is nothing for it.
@@ -453,6 +479,7 @@ impl Ftco {
             if self.at_top && self.has_up_phase() && all_peers {
                 self.result = self.pieces.combined(self.config.op);
                 self.final_peers = self.up.clone();
+                self.rebuild_result_targets();
             }
             if self.result.is_none() {
                 return false;
@@ -461,12 +488,13 @@ impl Ftco {
         if !self.has_down_phase() {
             return false;
         }
-        let target = self
-            .result_targets()
-            .into_iter()
-            .find(|x| !self.peers.get(x).is_some_and(|p| p.result_sent));
-        match target {
-            Some(x) => self.send_data(x, now, out),
+        let from = self.results_sent_prefix.min(self.result_targets.len());
+        let unserved = self.result_targets[from..]
+            .iter()
+            .position(|x| !self.peers.get(x).is_some_and(|p| p.result_sent));
+        self.results_sent_prefix = from + unserved.unwrap_or(self.result_targets.len() - from);
+        match unserved {
+            Some(_) => self.send_data(self.result_targets[self.results_sent_prefix], now, out),
             None => false,
         }
     }
@@ -483,7 +511,7 @@ impl Ftco {
             Collective::Bcast | Collective::Allreduce => {
                 self.result.is_some()
                     && self
-                        .result_targets()
+                        .result_targets
                         .iter()
                         .all(|x| self.peers.get(x).is_some_and(|p| p.result_sent))
             }

@@ -762,7 +762,7 @@ fn a_rank_replacing_a_dead_root_times_out_by_the_root_sets_degree() {
         .find(|&&c| tree.child_count(Rank(c)) == 0)
         .expect("root 1 has a leaf child");
     let a = *kids.iter().find(|&&c| c != leaf).expect("two children");
-    let tree_only = view.timeout(base, a, leaf);
+    let tree_only = view.timeout_of(base, view.distance(a, leaf), leaf, false, 0);
     assert_eq!(tree_only, crate::Duration(40 * 2));
     // Nobody dead: `leaf` is a tree rank, and its tree timeout stands.
     let none = RankSet::default();

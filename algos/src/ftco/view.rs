@@ -190,20 +190,13 @@ impl View {
     }
 
     /// f_timeout(me, x): the base detection timeout times the tree distance times the
-    /// destination's degree (its children plus its parent).
-    pub fn timeout(&self, base: Duration, me: u32, x: u32) -> Duration {
-        let degree = u64::from(self.child_count(x)) + 1;
-        let distance = u64::from(self.distance(me, x).max(1));
-        Duration(base.0.saturating_mul(distance).saturating_mul(degree))
-    }
-
-    /// f_timeout(me, x) once `x` may have joined the allreduce root set: a member of the root
-    /// set answers every other member as well as its children, so its degree counts the
-    /// `roots - 1` other members where a tree rank counts its parent. Ranks that replace dead
-    /// roots are close in the tree (a dead root's children are siblings), and with the tree's
-    /// degree alone their timeout stays a few times the base while the exchange they joined
-    /// grows: a member busy with hundreds of peer roots is then taken for dead, and its
-    /// children join the exchange in turn.
+    /// destination's degree (its children plus its parent). A member of the allreduce root set
+    /// answers every other member as well as its children, so its degree counts the `roots - 1`
+    /// other members where a tree rank counts its parent. Ranks that replace dead roots are
+    /// close in the tree (a dead root's children are siblings), and with the tree's degree
+    /// alone their timeout stays a few times the base while the exchange they joined grows: a
+    /// member busy with hundreds of peer roots is then taken for dead, and its children join
+    /// the exchange in turn.
     pub fn timeout_at_top(
         &self,
         base: Duration,
@@ -212,8 +205,24 @@ impl View {
         dead: &RankSet,
         roots: u32,
     ) -> Duration {
-        let tree = self.timeout(base, me, x);
-        if !self.roots_are_peers() || !self.at_top(x, dead) {
+        let at_top = self.roots_are_peers() && self.at_top(x, dead);
+        self.timeout_of(base, self.distance(me, x), x, at_top, roots)
+    }
+
+    /// f_timeout of a rank `x` at tree distance `distance`, given whether `x` is a member of
+    /// the allreduce root set of `roots` members (for a caller that knows both already).
+    pub fn timeout_of(
+        &self,
+        base: Duration,
+        distance: u32,
+        x: u32,
+        at_top: bool,
+        roots: u32,
+    ) -> Duration {
+        let degree = u64::from(self.child_count(x)) + 1;
+        let distance = u64::from(distance.max(1));
+        let tree = Duration(base.0.saturating_mul(distance).saturating_mul(degree));
+        if !at_top || !self.roots_are_peers() {
             return tree;
         }
         let degree = u64::from(self.child_count(x)) + u64::from(roots.saturating_sub(1).max(1));

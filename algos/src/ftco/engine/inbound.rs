@@ -116,8 +116,7 @@ impl Ftco {
                 }
                 self.learn_from_contact(from, out);
                 if !self.dead.contains(from) {
-                    let peer = self.peer(from);
-                    peer.to_ack = Some(seq.max(peer.to_ack.unwrap_or(0)));
+                    self.owe_ack(from, seq);
                 }
                 self.peer(from).arrived = true;
                 if result {
@@ -136,6 +135,7 @@ impl Ftco {
                         } else {
                             self.up.clone()
                         };
+                        self.rebuild_result_targets();
                         if self.shape.is_none() {
                             self.shape = self
                                 .result
@@ -158,8 +158,7 @@ impl Ftco {
             Body::KeepAlive => {
                 self.learn_from_contact(from, out);
                 if !self.dead.contains(from) {
-                    let peer = self.peer(from);
-                    peer.to_ack = Some(seq.max(peer.to_ack.unwrap_or(0)));
+                    self.owe_ack(from, seq);
                 }
                 let descendant = self.view.is_ancestor(self.me, from);
                 self.adopt_descendant(from, descendant, out);

@@ -11,12 +11,7 @@ use super::{Ftco, TIMER_ACK, TIMER_PROBE};
 impl Ftco {
     /// f_timeout(me, x) in the current view.
     pub(super) fn timeout_for(&self, x: u32) -> Duration {
-        let base = self.config.detect_timeout;
-        if self.config.fixed_timeout {
-            return base;
-        }
-        self.view
-            .timeout_at_top(base, self.me, x, &self.dead, self.root_count)
+        peer_timeout(self, x)
     }
 
     /// Re-derives the root-set size and every peer's timeout after a death: a peer may have
@@ -25,40 +20,46 @@ impl Ftco {
         if self.config.collective != Collective::Allreduce {
             return;
         }
-        let roots = if self.at_top {
-            self.up.len() as u32 + 1
-        } else {
-            self.view.root_set(&self.dead).len() as u32
-        };
-        self.root_count = roots;
-        let timeouts: Vec<(u32, Duration)> = self
-            .peers
-            .keys()
-            .map(|&x| (x, self.timeout_for(x)))
-            .collect();
-        for (x, timeout) in timeouts {
-            if let Some(peer) = self.peers.get_mut(&x) {
-                peer.timeout = timeout;
+        // The root set: Up and this rank when it is a member, else the live frontier below
+        // the tops. A live peer is a member exactly when it is in it.
+        let tops = if self.at_top {
+            let mut tops = self.up.clone();
+            if let Err(at) = tops.binary_search(&self.me) {
+                tops.insert(at, self.me);
             }
+            tops
+        } else {
+            self.view.root_set(&self.dead)
+        };
+        self.root_count = tops.len() as u32;
+        if self.config.fixed_timeout {
+            return;
+        }
+        // In place, with each peer's distance as cached: after a cascade of deaths a rank of
+        // the root set has hundreds of peers, and this runs at every death it learns of. A
+        // dead peer is skipped: nothing waits for it any more (its sends count as acknowledged
+        // and it leaves Up and Down), so its timeout is never read again.
+        let base = self.config.detect_timeout;
+        for (&x, peer) in self.peers.iter_mut() {
+            let at_top = if self.dead.contains(x) { self.view.at_top(x, &self.dead) } else { tops.binary_search(&x).is_ok() };
+            peer.timeout = self
+                .view
+                .timeout_of(base, peer.distance, x, at_top, self.root_count);
         }
     }
 
-    /// Ranks this rank waits for and when it expects them (f_ETA of the current phase).
-    pub(super) fn probe_candidates(&self) -> Vec<(u32, Time)> {
+    /// The ranks this rank waits for, all expected by one time (f_ETA of the current phase):
+    /// `(eta, from_down)`, the ranks being those of Down (or Up) not heard from.
+    fn probe_plan(&self) -> Option<(Time, bool)> {
         let c = &self.config;
         if self.result.is_some() {
-            return Vec::new();
+            return None;
         }
         if self.has_up_phase() && !self.down_satisfied() {
             let eta = self
                 .view
                 .eta_subtree(self.start, c.costs, c.eta_slack, self.me);
-            return self
-                .down
-                .iter()
-                .filter(|&&y| !(self.arrived(y) || self.pieces.cover().contains(y)))
-                .map(|&y| (y, eta))
-                .collect();
+            return Some((eta, true));
         }
         let eta = if self.at_top && c.collective == Collective::Allreduce {
             self.view.eta_exchange(self.start, c.costs, c.eta_slack)
@@ -66,13 +67,21 @@ impl Ftco {
             self.view
                 .eta_result(self.start, c.costs, c.eta_slack, self.me)
         } else {
-            return Vec::new();
+            return None;
         };
-        self.up
-            .iter()
-            .filter(|&&x| !self.arrived(x))
-            .map(|&x| (x, eta))
-            .collect()
+        Some((eta, false))
+    }
+
+    /// The ranks of a probe plan, in the order they are probed.
+    fn probe_ranks(&self, from_down: bool) -> impl Iterator<Item = u32> + '_ {
+        let (set, down) = if from_down {
+            (&self.down, true)
+        } else {
+            (&self.up, false)
+        };
+        set.iter()
+            .copied()
+            .filter(move |&y| !(self.arrived(y) || down && self.pieces.cover().contains(y)))
     }
 
     /// Alg. 4. Returns whether it changed anything.
@@ -109,25 +118,33 @@ impl Ftco {
         }
         // Answer pending DATA and KEEPALIVE (of every rank, not only Up and Down, so that a
         // rank that reached us past dead ranks does not take us for dead).
-        let pending = self.peers.iter().find_map(|(&x, p)| {
-            p.to_ack
-                .filter(|_| self.should_handle(x, service_distance))
-                .map(|seq| (x, seq))
-        });
+        let pending = self
+            .acks_due
+            .iter()
+            .copied()
+            .find(|&x| self.should_handle(x, service_distance))
+            .and_then(|x| Some((x, self.peers.get(&x)?.to_ack?)));
         if let Some((x, seq)) = pending {
             self.peer(x).to_ack = None;
+            self.acks_due.remove(&x);
             self.send_control(x, FtcoKind::Ack, u64::from(seq), out);
             return true;
         }
         // Probe suspected ranks once their expected arrival time has passed.
-        let probe = self.probe_candidates().into_iter().find(|&(x, eta)| {
-            let p = self.peers.get(&x);
-            let idle = p.is_none_or(|p| {
-                !p.outstanding() && p.last_sent.is_none_or(|t| now >= t.after(p.timeout))
+        // Every rank of a plan shares its f_ETA: before it, no rank is scanned.
+        let probe = self
+            .probe_plan()
+            .filter(|&(eta, _)| now >= eta)
+            .and_then(|(_, from_down)| {
+                self.probe_ranks(from_down).find(|&x| {
+                    let p = self.peers.get(&x);
+                    let idle = p.is_none_or(|p| {
+                        !p.outstanding() && p.last_sent.is_none_or(|t| now >= t.after(p.timeout))
+                    });
+                    idle && self.should_handle(x, service_distance)
+                })
             });
-            now >= eta && idle && self.should_handle(x, service_distance)
-        });
-        if let Some((x, _)) = probe {
+        if let Some(x) = probe {
             self.send_control(x, FtcoKind::KeepAlive, 0, out);
             self.peer(x).last_sent = Some(self.departure(now, out));
             return true;
@@ -147,14 +164,15 @@ impl Ftco {
             None => self.timers.disarm(TIMER_ACK),
         }
         let probe = if quiet {
-            self.probe_candidates()
-                .into_iter()
-                .filter_map(|(x, eta)| match self.peers.get(&x) {
-                    None => Some(eta),
-                    Some(p) if p.outstanding() => None,
-                    Some(p) => Some(p.last_sent.map_or(eta, |t| eta.max(t.after(p.timeout)))),
-                })
-                .min()
+            self.probe_plan().and_then(|(eta, from_down)| {
+                self.probe_ranks(from_down)
+                    .filter_map(|x| match self.peers.get(&x) {
+                        None => Some(eta),
+                        Some(p) if p.outstanding() => None,
+                        Some(p) => Some(p.last_sent.map_or(eta, |t| eta.max(t.after(p.timeout)))),
+                    })
+                    .min()
+            })
         } else {
             // The step budget ran out: continue at once.
             Some(now)
@@ -164,4 +182,15 @@ impl Ftco {
             None => self.timers.disarm(TIMER_PROBE),
         }
     }
+}
+
+/// f_timeout(me, x) in `ftco`'s current view (a free function, so that the peers can be
+/// updated in place while the rest of the state is read).
+fn peer_timeout(ftco: &Ftco, x: u32) -> Duration {
+    let base = ftco.config.detect_timeout;
+    if ftco.config.fixed_timeout {
+        return base;
+    }
+    ftco.view
+        .timeout_at_top(base, ftco.me, x, &ftco.dead, ftco.root_count)
 }
