@@ -290,20 +290,20 @@ impl Collective {
     }
 
     /// [`Collective::run`], and for an agreement also the digest of the agreed set in
-    /// `agreed_set`, for the report.
+    /// `agreed_set`, for the report, with the property the decision violates, if any.
     fn run_reporting(
         self,
         comm: &mut Communicator,
         data: &mut Values,
         op: ReduceOp,
         gossip: Option<&GossipCall>,
-        agreed_set: &mut Option<u64>,
+        agreed_set: &mut Option<(u64, Option<String>)>,
     ) -> Result<(Outcome, bool), CommError> {
         match (self, &mut *data) {
             (Collective::EraAgree, Values::F64(data)) => {
-                let (outcome, has_value, set) = agree_once(comm, data)?;
-                *agreed_set = Some(set);
-                Ok((outcome, has_value))
+                let decided = agree_once(comm, data)?;
+                *agreed_set = Some((decided.set_digest, decided.violation));
+                Ok((decided.outcome, true))
             }
             _ => self.run(comm, data, op, gossip),
         }
@@ -361,7 +361,11 @@ impl Collective {
             }
             Collective::CorrectedBcast(o) => Ok((comm.corrected_bcast(data, 0, o)?, true)),
             Collective::EraAgree => {
-                agree_once(comm, data).map(|(outcome, has_value, _)| (outcome, has_value))
+                let decided = agree_once(comm, data)?;
+                match decided.violation {
+                    Some(violation) => Err(CommError::Config(violation)),
+                    None => Ok((decided.outcome, true)),
+                }
             }
             Collective::Ftco(call) => {
                 let has_value = call.collective != FtcoCollective::Reduce || root_only;
@@ -371,45 +375,29 @@ impl Collective {
     }
 }
 
+/// What one agreement decided here, for the report.
+struct Decided {
+    outcome: Outcome,
+    /// The digest of the agreed rank set.
+    set_digest: u64,
+    /// The property of 002 the decision violates, if any. The decision is reported all the
+    /// same, so that the launcher compares it with the others even when this rank is killed
+    /// right after; then the rank fails.
+    violation: Option<String>,
+}
+
 /// One agreement: contributes this rank's bit of the job's rank set, writes the number of
 /// contributors the decision names into `data[0]`, and recovers from reported failures by
 /// acknowledging them and shrinking. Also returns the digest of the agreed set, which the
 /// report carries so that the launcher compares the sets ranks decided, not only their sizes.
-fn agree_once(
-    comm: &mut Communicator,
-    data: &mut [f64],
-) -> Result<(Outcome, bool, u64), CommError> {
+fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<Decided, CommError> {
     let me = comm.world_rank();
     let mut words = vec![0u64; comm.members().last().map_or(1, |r| *r as usize / 64 + 1)];
     words[me as usize / 64] |= 1 << (me % 64);
     let sent_before = comm.agreement_messages();
     let members = comm.members();
     let agreed = comm.agree_with(&words, ReduceOp::BitOr)?;
-    // Validity: only members of the communicator the agreement ran on can have contributed.
-    let strangers: Vec<u32> = (0..agreed.words.len() as u32 * 64)
-        .filter(|&r| agreed.words[r as usize / 64] & (1 << (r % 64)) != 0)
-        .filter(|r| members.binary_search(r).is_err())
-        .collect();
-    if !strangers.is_empty() {
-        return Err(CommError::Config(format!(
-            "validity violated: the decision names ranks {strangers:?} that are not members"
-        )));
-    }
     let messages = comm.agreement_messages().saturating_sub(sent_before);
-    if agreed
-        .words
-        .get(me as usize / 64)
-        .is_none_or(|w| w & (1 << (me % 64)) == 0)
-    {
-        return Err(CommError::Config(format!(
-            "participation violated: rank {me} is missing from its own decision"
-        )));
-    }
-    if !agreed.unacknowledged.is_empty() {
-        comm.ack_failed();
-        let members = comm.shrink()?;
-        tracing::info!(members = members.len(), "shrunk after a failure");
-    }
     let contributors: u32 = agreed.words.iter().map(|w| w.count_ones()).sum();
     if let Some(first) = data.first_mut() {
         *first = f64::from(contributors);
@@ -421,8 +409,34 @@ fn agree_once(
         .rposition(|&w| w != 0)
         .map_or(0, |last| last + 1);
     let set_digest = digest(ValuesRef::U64(&agreed.words[..used]));
-    Ok((
-        Outcome {
+    // Validity: only members of the communicator the agreement ran on can have contributed;
+    // participation: this rank, which contributed, is in the decision.
+    let strangers: Vec<u32> = (0..agreed.words.len() as u32 * 64)
+        .filter(|&r| agreed.words[r as usize / 64] & (1 << (r % 64)) != 0)
+        .filter(|r| members.binary_search(r).is_err())
+        .collect();
+    let absent = agreed
+        .words
+        .get(me as usize / 64)
+        .is_none_or(|w| w & (1 << (me % 64)) == 0);
+    let violation = if !strangers.is_empty() {
+        Some(format!(
+            "validity violated: the decision names ranks {strangers:?} that are not members"
+        ))
+    } else if absent {
+        Some(format!(
+            "participation violated: rank {me} is missing from its own decision"
+        ))
+    } else {
+        None
+    };
+    if violation.is_none() && !agreed.unacknowledged.is_empty() {
+        comm.ack_failed();
+        let members = comm.shrink()?;
+        tracing::info!(members = members.len(), "shrunk after a failure");
+    }
+    Ok(Decided {
+        outcome: Outcome {
             excluded: comm
                 .failed_ranks()
                 .into_iter()
@@ -430,9 +444,9 @@ fn agree_once(
                 .collect(),
             messages,
         },
-        true,
         set_digest,
-    ))
+        violation,
+    })
 }
 
 fn run(args: &RankArgs) -> Result<(), CommError> {
@@ -486,7 +500,8 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             Ok((outcome, has_value)) => (true, outcome.messages, *has_value),
             Err(_) => (false, 0, false),
         };
-        let (value, len, digest) = match (has_value, agreed_set) {
+        let (set, violation) = agreed_set.unzip();
+        let (value, len, digest) = match (has_value, set) {
             (true, Some(set)) => (report_of(&data).0, data.len() as u64, set),
             (true, None) => report_of(&data),
             (false, _) => (Vec::new(), 0, 0),
@@ -504,6 +519,9 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             nanos,
             messages,
         })?;
+        if let Some(violation) = violation.flatten() {
+            return Err(CommError::Config(violation));
+        }
         match result {
             Ok(_) => {}
             // The job's verdict is in the report; a failed collective ends this rank's loop.
