@@ -37,11 +37,15 @@ impl Ftco {
         }
         // In place, with each peer's distance as cached: after a cascade of deaths a rank of
         // the root set has hundreds of peers, and this runs at every death it learns of. A
-        // dead peer is skipped: nothing waits for it any more (its sends count as acknowledged
-        // and it leaves Up and Down), so its timeout is never read again.
+        // live peer is at the top exactly when it is in the root set; a dead one (whose
+        // ancestors may all be dead too) is walked up.
         let base = self.config.detect_timeout;
         for (&x, peer) in self.peers.iter_mut() {
-            let at_top = if self.dead.contains(x) { self.view.at_top(x, &self.dead) } else { tops.binary_search(&x).is_ok() };
+            let at_top = if self.dead.contains(x) {
+                self.view.at_top(x, &self.dead)
+            } else {
+                tops.binary_search(&x).is_ok()
+            };
             peer.timeout = self
                 .view
                 .timeout_of(base, peer.distance, x, at_top, self.root_count);
