@@ -55,32 +55,64 @@ struct GossipRun {
     links: Option<LinkWatch>,
 }
 
+/// What a rank knows of one neighbour's link.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Link {
+    /// No rank has been heard from yet: the job may still be starting (ranks start when their
+    /// own wire-up ends, and a slow transport spreads those ends), so no silence counts.
+    Waiting,
+    /// Last heard from then (or, if never, when this rank first heard from any neighbour).
+    Heard(Time),
+    /// Failed: its rank, or the link, declared so.
+    Failed,
+}
+
 /// When each neighbour was last heard from; a link silent for `silence` is declared failed.
+/// The silence is counted from the first frame this rank gets from any neighbour, which shows
+/// that the job runs: a link cut from the start is still found, and a rank that started
+/// before its neighbours were wired up does not take them for cut.
 #[derive(Clone)]
 struct LinkWatch {
-    /// Neighbours and when each was last heard (`None`: failed, its rank or its link).
-    heard: Vec<(Rank, Option<Time>)>,
+    heard: Vec<(Rank, Link)>,
     silence: ftcoll_algos::Duration,
 }
 
 impl LinkWatch {
-    fn slot(&mut self, peer: Rank) -> Option<&mut Option<Time>> {
+    fn slot(&mut self, peer: Rank) -> Option<&mut Link> {
         self.heard
             .iter_mut()
             .find(|(rank, _)| *rank == peer)
-            .map(|(_, heard)| heard)
+            .map(|(_, link)| link)
     }
 
     /// Whether frames from `peer` are still taken (not over a link declared failed).
     fn open(&mut self, peer: Rank) -> bool {
-        self.slot(peer).is_none_or(|heard| heard.is_some())
+        self.slot(peer).is_none_or(|link| *link != Link::Failed)
+    }
+
+    /// A frame from `peer` arrived at `now`: the first one starts every neighbour's clock.
+    fn heard_from(&mut self, peer: Rank, now: Time) {
+        for (_, link) in &mut self.heard {
+            if *link == Link::Waiting {
+                *link = Link::Heard(now);
+            }
+        }
+        if let Some(link) = self.slot(peer) {
+            *link = Link::Heard(now);
+        }
+    }
+
+    fn failed(&mut self, peer: Rank) {
+        if let Some(link) = self.slot(peer) {
+            *link = Link::Failed;
+        }
     }
 
     /// The neighbours silent for longer than the limit at `now`, marked failed.
     fn expired(&mut self, now: Time, failed: &mut Vec<Rank>) {
-        for (peer, heard) in &mut self.heard {
-            if heard.is_some_and(|t| now.since(t) > self.silence) {
-                *heard = None;
+        for (peer, link) in &mut self.heard {
+            if matches!(*link, Link::Heard(t) if now.since(t) > self.silence) {
+                *link = Link::Failed;
                 failed.push(*peer);
             }
         }
@@ -111,27 +143,18 @@ impl Wrapper for GossipRun {
         let starting = matches!(input, Input::Start { .. });
         if let Some(links) = self.links.as_mut() {
             match &input {
-                Input::Start { .. } => links.heard.iter_mut().for_each(|(_, t)| *t = Some(now)),
                 // A fenced link delivers nothing, also what was in flight when it was declared.
                 Input::Message { from, .. } if !links.open(*from) => return,
-                Input::Message { from, .. } => {
-                    if let Some(heard) = links.slot(*from) {
-                        *heard = Some(now);
-                    }
-                }
-                Input::PeerFailed { peer } => {
-                    if let Some(heard) = links.slot(*peer) {
-                        *heard = None;
-                    }
-                }
+                Input::Message { from, .. } => links.heard_from(*from, now),
+                Input::PeerFailed { peer } => links.failed(*peer),
                 _ => {}
             }
         }
         self.inner_mut().handle(now, input, out);
         if starting {
             for peer in std::mem::take(&mut self.known_dead) {
-                if let Some(heard) = self.links.as_mut().and_then(|l| l.slot(peer)) {
-                    *heard = None;
+                if let Some(links) = self.links.as_mut() {
+                    links.failed(peer);
                 }
                 self.inner_mut()
                     .handle(now, Input::PeerFailed { peer }, out);
@@ -230,7 +253,7 @@ impl Communicator {
                 heard: config
                     .topology
                     .neighbours(Rank(self.rank()))
-                    .map(|peer| (peer, None))
+                    .map(|peer| (peer, Link::Waiting))
                     .collect(),
                 silence: ftcoll_algos::Duration(silence),
             });
