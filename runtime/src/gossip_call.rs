@@ -173,8 +173,9 @@ const SILENT_GAPS: u64 = 16;
 /// sparse graph, short enough that a finished rank lingers past it on a dense one.
 const SILENT_PERIODS: (u64, u64) = (64, 160);
 /// Least silence limit, however short the period: a rank descheduled for a while on a busy
-/// node is not a failed link.
-const MIN_SILENCE_NS: u64 = 100_000_000;
+/// node, or one whose neighbours finished wiring up later, is not a failed link (100 ms was
+/// too short for 16 ranks over libfabric's TCP provider on two busy cores).
+const MIN_SILENCE_NS: u64 = 1_000_000_000;
 
 impl GossipRun {
     /// Declares failed every link silent too long while this rank still runs (a finished rank
