@@ -396,3 +396,46 @@ fn a_user_program_runs_under_the_launcher_like_under_mpirun() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("rank 4 killed by signal 9"));
 }
+
+/// Runs the allreduce example under the launcher, each rank through `sh -c script`, with a
+/// 1 s operation timeout; returns the launcher's output.
+fn example_through_shell(script: &str) -> Output {
+    launcher()
+        .env("FTCOLL_OP_TIMEOUT_MS", "1000")
+        .args([
+            "-n",
+            "4",
+            "--timeout-s",
+            "60",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ])
+        .arg(example("allreduce"))
+        .arg("20")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn joining_waits_until_every_rank_registered_or_failed() {
+    let _job = serialize();
+    // Rank 3 starts 2 s late: without the start fence the others' first allreduce runs out
+    // of its 1 s and every rank fails.
+    let out = example_through_shell(r#"[ "$FTCOLL_RANK" = 3 ] && sleep 2; exec "$0" "$@""#);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("20 allreduces, sum 6 each"));
+    // Rank 3 dies before registering: the fence opens at its death, and the others learn of
+    // it (the example then stops with an error) instead of waiting for it.
+    let started = Instant::now();
+    let out = example_through_shell(r#"[ "$FTCOLL_RANK" = 3 ] && exit 7; exec "$0" "$@""#);
+    assert!(!out.status.success());
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("rank 3 exited with status 7"), "{stdout}");
+}

@@ -23,6 +23,9 @@ use crate::transport::{Transport, TransportError, TransportKind};
 const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a peer address lookup may take.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long joining waits for the job's other ranks to register; the launcher fails a rank
+/// that has not registered within 120 s, so the fence ends well before.
+const START_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A resolver of peers' data-plane addresses through the control plane (connected after the
 /// transport exists, hence the cell).
@@ -94,6 +97,9 @@ impl Communicator {
         let transport = open_transport(&env, &control_cell)?;
         let control = Arc::new(ControlClient::connect(&env, &transport.local_address())?);
         let _ = control_cell.set(Arc::clone(&control));
+        // Operations start once every rank is registered (or failed): a rank's first timeouts
+        // would otherwise count a peer's start-up, and over a slow wire-up fence a live rank.
+        control.wait_started(START_TIMEOUT)?;
         // Cores this process may use, read before pinning narrows the mask to one.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let placement = Placement::of(env.ranks_per_node.min(env.size), cores);

@@ -38,6 +38,8 @@ struct State {
     injected: Vec<FaultSpec>,
     /// The last operation the launcher allowed to start (console-paced jobs).
     go: Option<u64>,
+    /// Every rank of the job registered or failed: operations may start.
+    started: bool,
 }
 
 #[derive(Debug, Default)]
@@ -53,7 +55,7 @@ struct Shared {
     sample_due: std::sync::atomic::AtomicBool,
     /// The console watches this rank: samples carry the protocol's detail view.
     watched: std::sync::atomic::AtomicBool,
-    /// Signalled when the launcher allows another operation.
+    /// Signalled when the launcher allows another operation, starts the job or stops it.
     go_changed: Condvar,
     /// A sample went out since the last heartbeat: it proves liveness as well, so the next
     /// heartbeat is skipped.
@@ -271,6 +273,36 @@ impl ControlClient {
         }
     }
 
+    /// Waits until every rank of the job has registered or failed (the launcher's start
+    /// fence), or the job stops; an error after `timeout`.
+    pub fn wait_started(&self, timeout: Duration) -> Result<(), ControlError> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        // Each pass waits on the condvar until the deadline; the deadline bounds the loop.
+        loop {
+            if state.started || state.shutdown {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ControlError::Io(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the job did not start within {} s: some rank neither registered \
+                         with the launcher nor failed",
+                        timeout.as_secs()
+                    ),
+                )));
+            }
+            state = self
+                .shared
+                .go_changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
     /// Says this rank is done, with its memory footprint.
     pub fn finished(&self, pss_kb: u64) -> Result<(), ControlError> {
         self.send(&ControlMsg::Finished { pss_kb })
@@ -387,6 +419,10 @@ fn control_thread(mut reader: TcpStream, mut writer: TcpStream, periods: Periods
                         .store(true, std::sync::atomic::Ordering::Release);
                     drop(state);
                     shared.wake();
+                }
+                Ok(ControlMsg::Started) => {
+                    shared.lock().started = true;
+                    shared.go_changed.notify_all();
                 }
                 Ok(ControlMsg::Go { op }) => {
                     let mut state = shared.lock();

@@ -222,6 +222,10 @@ pub enum ControlMsg {
         /// The peer.
         peer: u32,
     },
+    /// Launcher → rank: every rank of the job has registered or failed, so operations may
+    /// start. Joining waits for it, as `MPI_Init` ends in a fence: a timeout must not count
+    /// the time a peer took to start.
+    Started,
 }
 
 /// A malformed or unreadable control message.
@@ -335,6 +339,7 @@ impl ControlMsg {
                 w.u8(21);
                 w.u32(*peer);
             }
+            ControlMsg::Started => w.u8(22),
             ControlMsg::AgentHello {
                 magic,
                 node,
@@ -430,6 +435,7 @@ impl ControlMsg {
             15 => ControlMsg::Go { op: r.u64()? },
             16 => ControlMsg::Unreachable { peer: r.u32()? },
             21 => ControlMsg::Suspect { peer: r.u32()? },
+            22 => ControlMsg::Started,
             17 => ControlMsg::AgentHello {
                 magic: r.u32()?,
                 node: r.u32()?,
@@ -613,6 +619,7 @@ mod tests {
             ControlMsg::Go { op: 8 },
             ControlMsg::Unreachable { peer: 6 },
             ControlMsg::Suspect { peer: 7 },
+            ControlMsg::Started,
             ControlMsg::AgentHello {
                 magic: CONTROL_MAGIC,
                 node: 2,

@@ -162,14 +162,6 @@ impl Loop {
                 }
                 slot.last_heartbeat = Some(Instant::now());
                 self.registered_pids.insert(rank, pid);
-                self.registered_count += 1;
-                if self.registered_count == self.ranks.len() as u32 {
-                    self.wired_at = Some(self.started.elapsed());
-                    tracing::info!(
-                        wireup_s = self.started.elapsed().as_secs_f64(),
-                        "all ranks wired up"
-                    );
-                }
                 // Ranks that failed before this one registered: tell it now.
                 let known: Vec<(u32, FailureCause)> =
                     self.failures.iter().map(|f| (f.rank, f.cause)).collect();
@@ -185,6 +177,7 @@ impl Loop {
                         },
                     );
                 }
+                self.start_when_all_joined();
             }
             Request::Heartbeat(rank) => {
                 self.ranks[rank as usize].last_heartbeat = Some(Instant::now())
@@ -257,6 +250,32 @@ impl Loop {
                 let slot = &mut self.ranks[rank as usize];
                 slot.finished = true;
                 slot.pss_kb = pss_kb;
+            }
+        }
+    }
+
+    /// The start fence: once every rank has registered or failed, tells the live ones that
+    /// operations may start (their joining waits for it) and starts the clock of scripted
+    /// faults. Called on every registration and failure; acts once.
+    pub(super) fn start_when_all_joined(&mut self) {
+        if self.wired_at.is_some() {
+            return;
+        }
+        let joined = self
+            .ranks
+            .iter()
+            .all(|slot| slot.address.is_some() || slot.exited);
+        if !joined {
+            return;
+        }
+        self.wired_at = Some(self.started.elapsed());
+        tracing::info!(
+            wireup_s = self.started.elapsed().as_secs_f64(),
+            "every rank registered or failed: the job starts"
+        );
+        for rank in 0..self.ranks.len() as u32 {
+            if !self.ranks[rank as usize].exited {
+                self.send_to(rank, &ftcoll_runtime::control::ControlMsg::Started);
             }
         }
     }

@@ -92,6 +92,7 @@ impl Loop {
                 },
             );
         }
+        self.start_when_all_joined();
     }
 
     /// A registered rank's control connection closed. Usually the process died (its EOF tends to

@@ -152,7 +152,8 @@ struct Loop {
     /// Address lookups waiting for the peer to register: peer → askers.
     pending_resolves: BTreeMap<u32, Vec<u32>>,
     failures: Vec<FailureRecord>,
-    registered_count: u32,
+    /// When every rank had registered or failed (the start fence); scripted faults count
+    /// from then.
     wired_at: Option<Duration>,
     started: Instant,
     secret: Vec<u8>,
@@ -191,7 +192,6 @@ impl Loop {
             free_conns: Vec::new(),
             pending_resolves: BTreeMap::new(),
             failures: Vec::new(),
-            registered_count: 0,
             wired_at: None,
             started,
             secret,
