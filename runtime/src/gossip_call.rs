@@ -58,8 +58,9 @@ struct GossipRun {
 /// What a rank knows of one neighbour's link.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Link {
-    /// No rank has been heard from yet: the job may still be starting (ranks start when their
-    /// own wire-up ends, and a slow transport spreads those ends), so no silence counts.
+    /// No rank has been heard from yet: the neighbours may not have entered the operation
+    /// (the previous one ended unevenly, or a start-skew fault holds them), so no silence
+    /// counts.
     Waiting,
     /// Last heard from then (or, if never, when this rank first heard from any neighbour).
     Heard(Time),
@@ -90,14 +91,15 @@ impl LinkWatch {
         self.slot(peer).is_none_or(|link| *link != Link::Failed)
     }
 
-    /// A frame from `peer` arrived at `now`: the first one starts every neighbour's clock.
+    /// A frame from `peer` arrived at `now`: the first one starts every neighbour's clock. A
+    /// link declared failed stays so (the algorithm has settled it).
     fn heard_from(&mut self, peer: Rank, now: Time) {
         for (_, link) in &mut self.heard {
             if *link == Link::Waiting {
                 *link = Link::Heard(now);
             }
         }
-        if let Some(link) = self.slot(peer) {
+        if let Some(link) = self.slot(peer).filter(|link| **link != Link::Failed) {
             *link = Link::Heard(now);
         }
     }
@@ -173,8 +175,8 @@ const SILENT_GAPS: u64 = 16;
 /// sparse graph, short enough that a finished rank lingers past it on a dense one.
 const SILENT_PERIODS: (u64, u64) = (64, 160);
 /// Least silence limit, however short the period: a rank descheduled for a while on a busy
-/// node, or one whose neighbours finished wiring up later, is not a failed link (100 ms was
-/// too short for 16 ranks over libfabric's TCP provider on two busy cores).
+/// node is not a failed link (100 ms was too short for 16 ranks over libfabric's TCP provider
+/// on two busy cores).
 const MIN_SILENCE_NS: u64 = 1_000_000_000;
 
 impl GossipRun {
@@ -285,5 +287,41 @@ impl Communicator {
             run.estimate(&mut estimate);
             tracing::debug!(rank = me, pushes = status.iteration, ?estimate, detail = ?status.detail, "gossip finished");
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Link, LinkWatch};
+    use ftcoll_algos::{Duration, Rank, Time};
+
+    fn watch() -> LinkWatch {
+        LinkWatch {
+            heard: [1, 2, 3].map(|p| (Rank(p), Link::Waiting)).to_vec(),
+            silence: Duration(100),
+        }
+    }
+
+    fn expired(links: &mut LinkWatch, now: u64) -> Vec<u32> {
+        let mut failed = Vec::new();
+        links.expired(Time(now), &mut failed);
+        failed.into_iter().map(|r| r.0).collect()
+    }
+
+    #[test]
+    fn no_silence_counts_before_the_first_frame_from_any_neighbour() {
+        let mut links = watch();
+        assert!(expired(&mut links, 10_000).is_empty());
+        links.heard_from(Rank(2), Time(10_000));
+        assert!(expired(&mut links, 10_100).is_empty());
+        // Neighbours 1 and 3 stay silent: their clocks started at the first frame of 2.
+        links.heard_from(Rank(2), Time(10_090));
+        assert_eq!(expired(&mut links, 10_101), [1, 3]);
+        assert!(!links.open(Rank(1)) && links.open(Rank(2)));
+        // A failed link stays failed, and is reported once.
+        links.heard_from(Rank(1), Time(10_150));
+        assert!(!links.open(Rank(1)));
+        assert_eq!(expired(&mut links, 10_191), [2]);
+        assert!(expired(&mut links, 20_000).is_empty());
     }
 }
