@@ -380,6 +380,43 @@ fn asymmetric_run(
     net
 }
 
+/// KNOWN BUG (docs/papers/004-ftco.md), so ignored: cases the property tests below found. A
+/// rank that replaced a dead root sent its DATA to the root set it saw, where another tree
+/// root it did not know dead stood instead of that root's children (members of the root set to
+/// the others), and died. The peer roots that took its DATA count it; those children do not.
+/// Relaying such DATA from every peer root to every member that replaces a root fixes these
+/// two, but floods the root set after a cascade of deaths (100 run-time crashes at N = 2,048
+/// ran past 10 million events).
+#[test]
+#[ignore = "known bug: a root-set member misses DATA sent to the dead root it replaces"]
+fn members_replacing_a_root_get_the_data_sent_to_it() {
+    let binary = TreeShape::KAry { k: 2 };
+    // (N, crashes, seed, views)
+    type Case<'a> = (u32, &'a [(u32, u64, bool)], u64, u64);
+    let cases: [Case; 2] = [
+        (
+            10,
+            &[(0, 21, false), (3, 0, false), (6, 321, false)],
+            9049517969276429528,
+            9343972159311401189,
+        ),
+        (
+            6,
+            &[(0, 21, false), (2, 0, false)],
+            8321476866060249268,
+            141692836108660647,
+        ),
+    ];
+    for (n, crashes, seed, views) in cases {
+        let tree = Tree::new(binary, n, 3).expect("valid tree");
+        let mut net = asymmetric_run(tree, crashes, seed, views, &[0], false);
+        net.run(&one_hot(n));
+        if let Err(error) = check_allreduce(&net) {
+            panic!("N = {n}: {error}");
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
