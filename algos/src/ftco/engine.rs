@@ -19,7 +19,7 @@ use crate::wire::FrameHeader;
 use super::pieces::{append_values, empty_like, Piece, PieceSet};
 use super::ranges::Contributors;
 use super::view::View;
-use super::{Collective, FtcoConfig, FtcoKind, ServiceDistance, FLAG_RESULT};
+use super::{Collective, FtcoConfig, FtcoKind, ServiceDistance, FLAG_DEAD_SET, FLAG_RESULT};
 
 /// Timer: the earliest deadline for an ACK (Alg. 4, first part).
 const TIMER_ACK: TimerId = TimerId { kind: 1, index: 0 };
@@ -53,6 +53,9 @@ struct Peer {
     sent: Contributors,
     /// The final result went to this peer.
     result_sent: bool,
+    /// Contributions a peer root sent to a root set without this peer (which replaces a root
+    /// the sender did not know dead): this rank passes them on.
+    relay: Contributors,
     /// ToACK: the sequence number to acknowledge.
     to_ack: Option<u32>,
 }
@@ -73,9 +76,17 @@ struct Inbound {
 
 #[derive(Clone, Debug)]
 enum Body {
-    Data { result: bool, pieces: Vec<Piece> },
+    Data {
+        result: bool,
+        pieces: Vec<Piece>,
+        /// The ranks the sender knew dead ([`FLAG_DEAD_SET`]), on DATA between peer roots.
+        seen_dead: Option<Contributors>,
+    },
     KeepAlive,
-    Ack { seq: u32, provisional: bool },
+    Ack {
+        seq: u32,
+        provisional: bool,
+    },
 }
 
 impl Body {
@@ -100,6 +111,8 @@ pub struct Ftco {
     /// Until when this finished rank must stay reachable (see [`Protocol::serve_until`]).
     serve_until: Option<Time>,
     dead: RankSet,
+    /// `dead` as ranges, as peer-root DATA carries it.
+    dead_ranges: Contributors,
     /// Ranks reported dead by a failure notice ([`Input::PeerFailed`]): certainly dead, unlike
     /// ranks this rank only suspects by a timeout.
     noticed: RankSet,
@@ -162,6 +175,7 @@ impl Ftco {
             phase: Phase::Idle,
             start: Time::ZERO,
             serve_until: None,
+            dead_ranges: dead.as_slice().iter().copied().collect(),
             dead,
             noticed: RankSet::default(),
             up: Vec::new(),
@@ -302,6 +316,7 @@ impl Ftco {
             received: Contributors::new(),
             sent: Contributors::new(),
             result_sent: false,
+            relay: Contributors::new(),
             to_ack: None,
         })
     }
@@ -337,8 +352,8 @@ impl Ftco {
     }
 
     /// Whether `x` may lack some of the contributions we hold. A peer root gets every piece we
-    /// hold with our first DATA, later only what our own subtree adds: the other peers send it
-    /// their pieces themselves.
+    /// hold with our first DATA, later only what our own subtree adds and what we relay to it:
+    /// the other peers send it their pieces themselves.
     fn needs_subtree(&self, x: u32) -> bool {
         let cover = self.pieces.cover();
         match self.peers.get(&x) {
@@ -346,7 +361,7 @@ impl Ftco {
                 let mut known = p.sent.clone();
                 known.union_with(&p.received);
                 if self.at_top {
-                    !self.pieces.own_cover().is_subset_of(&known)
+                    !self.pieces.own_cover().is_subset_of(&known) || !p.relay.is_subset_of(&known)
                 } else {
                     !cover.is_subset_of(&known)
                 }
@@ -404,7 +419,15 @@ impl Ftco {
             }
         }
         let seq = peer.seq_sent;
-        let flags = if result { FLAG_RESULT } else { 0 };
+        let flags = if result {
+            FLAG_RESULT
+        } else if self.at_top && self.config.collective == Collective::Allreduce {
+            // To peer roots: the deaths that shaped the root set it went to.
+            self.dead_ranges.encode_into(&mut trailer);
+            FLAG_DEAD_SET
+        } else {
+            0
+        };
         let header = FrameHeader::new(
             self.config.collective.algo(),
             FtcoKind::Data as u8,
@@ -589,7 +612,11 @@ impl Ftco {
         if let Some(peer) = self.peers.get_mut(&x) {
             peer.seq_acked = peer.seq_sent;
         }
-        self.dead.insert(x)
+        let news = self.dead.insert(x);
+        if news {
+            self.dead_ranges.union_with(&Contributors::single(x));
+        }
+        news
     }
 
     /// Alg. 1: runs steps until none makes progress (bounded), then re-arms the timers.

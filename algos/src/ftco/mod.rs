@@ -33,6 +33,10 @@
 //! - Peer roots send each other every piece they hold (their own subtree combined, peer pieces
 //!   kept apart), so a root that joins late still learns the data of a root that died after
 //!   sending it; a root that has its result answers a root that joins later with the result.
+//! - Their DATA names the ranks the sender knows dead ([`FLAG_DEAD_SET`]). A receiver whose
+//!   root set holds members the sender's does not (the children of a root the sender did not
+//!   know dead) passes the sender's own piece on to them: the sender may die before it finds
+//!   that its DATA went to a dead root.
 //! - ACKs carry the sequence number of the DATA or KEEPALIVE they answer, so an old ACK never
 //!   covers a newer message.
 //! - Broadcast and reduce keep the paper's assumption that the root (rank 0) survives; with a
@@ -140,6 +144,10 @@ impl FtcoKind {
 
 /// Header flag of DATA: the value is the final result (it overwrites; it is not combined).
 pub const FLAG_RESULT: u16 = 1;
+/// Header flag of DATA between peer roots: after the pieces' ranges, the trailer holds the ranks
+/// the sender knows dead (a range count of 0 for none), from which a receiver derives the root
+/// set the DATA went to.
+pub const FLAG_DEAD_SET: u16 = 4;
 /// Header flag of ACK: sent by a rank that has not started the operation yet (App. B). It
 /// says the rank is alive; what it acknowledges is held, not taken.
 pub const FLAG_PROVISIONAL: u16 = 2;

@@ -9,7 +9,7 @@ use crate::wire::{Frame, FrameError};
 
 use super::super::pieces::{slice_values, Absorbed, Piece};
 use super::super::ranges::Contributors;
-use super::super::{Collective, FtcoKind, FLAG_PROVISIONAL, FLAG_RESULT};
+use super::super::{Collective, FtcoKind, FLAG_DEAD_SET, FLAG_PROVISIONAL, FLAG_RESULT};
 use super::{Body, Ftco, Inbound};
 
 impl Ftco {
@@ -27,10 +27,13 @@ impl Ftco {
         }
         let body = match kind {
             FtcoKind::Data => {
-                if h.flags & !FLAG_RESULT != 0 {
+                if h.flags & !(FLAG_RESULT | FLAG_DEAD_SET) != 0 {
                     return Err(bad("unknown flags"));
                 }
                 let result = h.flags & FLAG_RESULT != 0;
+                if result && h.flags & FLAG_DEAD_SET != 0 {
+                    return Err(bad("a result with a dead set"));
+                }
                 let count = usize::try_from(h.aux).unwrap_or(usize::MAX);
                 if count == 0 || count > n as usize || (result && count != 1) {
                     return Err(bad("bad piece count"));
@@ -51,10 +54,26 @@ impl Ftco {
                         value: slice_values(values, i * len, len),
                     });
                 }
+                let seen_dead = if h.flags & FLAG_DEAD_SET == 0 {
+                    None
+                } else if let Some((0, rest)) = words.split_first() {
+                    // No range: the sender knew no rank dead.
+                    words = rest;
+                    Some(Contributors::new())
+                } else {
+                    let (dead, rest) =
+                        Contributors::decode(words, n).map_err(|_| bad("malformed dead set"))?;
+                    words = rest;
+                    Some(dead)
+                };
                 if !words.is_empty() {
                     return Err(bad("trailing contributor words"));
                 }
-                Body::Data { result, pieces }
+                Body::Data {
+                    result,
+                    pieces,
+                    seen_dead,
+                }
             }
             FtcoKind::KeepAlive | FtcoKind::Ack => {
                 if !frame.payload.is_empty() || !frame.trailer.is_empty() {
@@ -106,7 +125,11 @@ impl Ftco {
             self.heard_from(from);
         }
         match body {
-            Body::Data { result, pieces } => {
+            Body::Data {
+                result,
+                pieces,
+                seen_dead,
+            } => {
                 if !self.shape_ok(&pieces) {
                     self.reject(from, "value shape differs from the local input", out);
                     return;
@@ -146,12 +169,19 @@ impl Ftco {
                     return;
                 }
                 let descendant = self.view.is_ancestor(self.me, from);
+                let mut taken = Contributors::new();
                 for piece in pieces {
                     let contributors = piece.contributors.clone();
                     if self.pieces.absorb(piece, !descendant) == Absorbed::Conflict {
                         self.conflicts += 1;
+                    } else if contributors.contains(from) {
+                        // The sender's own subtree: the piece only it sends.
+                        taken.union_with(&contributors);
                     }
                     self.peer(from).received.union_with(&contributors);
+                }
+                if let Some(seen_dead) = seen_dead {
+                    self.owe_relays(from, &seen_dead, &taken);
                 }
                 self.adopt_descendant(from, descendant, out);
             }
@@ -203,6 +233,46 @@ impl Ftco {
                 .up
                 .iter()
                 .any(|x| self.peers.get(x).is_some_and(|p| !p.sent.is_empty()))
+    }
+
+    /// Peer root `from` sent its own piece, `taken`, to the root set it derives from
+    /// `seen_dead`. Members of ours outside that set (children of a root it did not know dead)
+    /// did not get it, and `from` may die before its own timeout on that root sends it to them:
+    /// this rank passes `taken` on to them with its next DATA (see [`Ftco::needs_subtree`]).
+    /// Only the sender's own piece: the peer pieces it forwards reach us from their senders, and
+    /// relaying those as well flooded the root set under heavy loss. Only a top rank that has
+    /// not fixed its result sends peer DATA, so only it owes relays.
+    pub(super) fn owe_relays(&mut self, from: u32, seen_dead: &Contributors, taken: &Contributors) {
+        if !self.at_top || self.result.is_some() || taken.is_empty() {
+            return;
+        }
+        // A sender that knows every death we know sent to each of our members (or knows it
+        // dead, and then it is).
+        if self.dead_ranges.is_subset_of(seen_dead) {
+            return;
+        }
+        // A member is in the sender's root set when the sender knows all its ancestors dead.
+        let view = self.view;
+        let unknown_ancestor = |y: u32| {
+            let mut at = y;
+            // Each step goes up one level: bounded by the tree's height.
+            while let Some(p) = view.parent(at) {
+                if !seen_dead.contains(p) {
+                    return true;
+                }
+                at = p;
+            }
+            false
+        };
+        let missed: Vec<u32> = self
+            .up
+            .iter()
+            .copied()
+            .filter(|&y| y != from && !seen_dead.contains(y) && unknown_ancestor(y))
+            .collect();
+        for y in missed {
+            self.peer(y).relay.union_with(taken);
+        }
     }
 
     /// DATA or KEEPALIVE from `x` shows it alive and in the operation: our KEEPALIVEs to it
