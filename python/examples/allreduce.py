@@ -25,7 +25,10 @@ def main(count: int = 1 << 20, calls: int = 3) -> int:
             if not np.array_equal(data, want):
                 print(f"rank {rank}, call {call}: wrong result", file=sys.stderr)
                 return 2
-            print(f"rank {rank}: call {call} exact over {len(counted)} ranks ({len(left_out)} left out)")
+            # One write per line: the ranks share the launcher's stdout.
+            line = f"rank {rank}: call {call} exact over {len(counted)} ranks ({len(left_out)} left out)\n"
+            sys.stdout.write(line)
+            sys.stdout.flush()
     return 0
 
 
