@@ -68,6 +68,31 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Waits on `changed` until `ready` gives a value or `timeout` passes (`None`). Each pass
+    /// waits until the deadline at most, so the deadline bounds the loop.
+    fn wait_for<T>(
+        &self,
+        changed: &Condvar,
+        timeout: Duration,
+        mut ready: impl FnMut(&State) -> Option<T>,
+    ) -> Option<T> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.lock();
+        loop {
+            if let Some(value) = ready(&state) {
+                return Some(value);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            state = changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
     fn wake(&self) {
         let wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
         for waker in wakers.iter() {
@@ -167,26 +192,17 @@ impl ControlClient {
             return Ok(address.clone());
         }
         self.send(&ControlMsg::Resolve { peer })?;
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        loop {
-            if let Some(address) = state.addresses.get(&peer) {
-                return Ok(address.clone());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(ControlError::Io(io::Error::new(
+        let shared = &self.shared;
+        shared
+            .wait_for(&shared.resolved, timeout, |state| {
+                state.addresses.get(&peer).cloned()
+            })
+            .ok_or_else(|| {
+                ControlError::Io(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!("no address for rank {peer}"),
-                )));
-            }
-            state = self
-                .shared
-                .resolved
-                .wait_timeout(state, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+                ))
+            })
     }
 
     /// Reports the outcome of one operation.
@@ -253,54 +269,34 @@ impl ControlClient {
     /// Waits until the launcher allows operation `op` to start, a shutdown, or `timeout`;
     /// true if allowed.
     pub fn wait_go(&self, op: u64, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        // Each pass waits on the condvar until the deadline; the deadline bounds the loop.
-        loop {
-            if state.go.is_some_and(|g| g >= op) {
-                return true;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if state.shutdown || left.is_zero() {
-                return false;
-            }
-            state = self
-                .shared
-                .go_changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        let shared = &self.shared;
+        let allowed = |state: &State| {
+            let go = state.go.is_some_and(|g| g >= op);
+            (go || state.shutdown).then_some(go)
+        };
+        shared
+            .wait_for(&shared.go_changed, timeout, allowed)
+            .unwrap_or(false)
     }
 
     /// Waits until every rank of the job has registered or failed (the launcher's start
     /// fence), or the job stops; an error after `timeout`.
     pub fn wait_started(&self, timeout: Duration) -> Result<(), ControlError> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        // Each pass waits on the condvar until the deadline; the deadline bounds the loop.
-        loop {
-            if state.started || state.shutdown {
-                return Ok(());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(ControlError::Io(io::Error::new(
+        let shared = &self.shared;
+        shared
+            .wait_for(&shared.go_changed, timeout, |state| {
+                (state.started || state.shutdown).then_some(())
+            })
+            .ok_or_else(|| {
+                ControlError::Io(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
                         "the job did not start within {} s: some rank neither registered \
                          with the launcher nor failed",
                         timeout.as_secs()
                     ),
-                )));
-            }
-            state = self
-                .shared
-                .go_changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+                ))
+            })
     }
 
     /// Says this rank is done, with its memory footprint.
