@@ -5,6 +5,13 @@
 //! lines. A record never wraps: when it does not fit before the end of the ring, a pad record
 //! fills the rest and the record starts at offset 0.
 //!
+//! Small records wrap early: past the first [`HOT_BYTES`] of the ring, a small record goes
+//! back to offset 0 behind a pad whenever the consumer has read everything before it. Lanes
+//! are sized for large frames (up to 2 MiB), and a stream of small messages walking the whole
+//! ring meets a line no cache holds and a page no TLB maps at every message: on the
+//! development VM an 8-byte allreduce of two ranks took 0.9 µs (p99 23 µs) through 2 MiB lanes
+//! against 0.56 µs through 64 KiB ones. Kept in the first 64 KiB, those lines stay cached.
+//!
 //! The producer writes the frame, then publishes the header word with its ready bit (release);
 //! the consumer polls the header word at its `head` (acquire). A small frame and its header share
 //! one cache line, so a message costs that one line crossing cores, as an MPI "fast box" does.
@@ -26,6 +33,8 @@ pub const RECORD_HEADER_BYTES: usize = 8;
 const LINE: usize = 64;
 /// The `len` of a pad record.
 const PAD: u32 = u32::MAX;
+/// The part of a ring small records keep to while the consumer keeps up (see the module docs).
+pub const HOT_BYTES: usize = 64 << 10;
 const READY: u64 = 1 << 63;
 
 /// Bytes a frame of `len` bytes occupies in a ring.
@@ -62,7 +71,20 @@ pub fn push(lane: &Lane<'_>, from: u32, frame: &[u8], publish: Publish) -> bool 
     let tail = lane.tail.load(Ordering::Relaxed);
     let at = lane.offset(tail);
     let to_end = lane.capacity - at;
-    let pad = if need > to_end { to_end } else { 0 };
+    let early_wrap = at > 0
+        && at <= HOT_BYTES
+        && at + need > HOT_BYTES
+        && need <= HOT_BYTES / 2
+        && lane.head.load(Ordering::Acquire) == tail;
+    // An early wrap is the first small record to cross the hot part, when the consumer has
+    // read everything (one look at `head` per lap): it goes back to the ring's start. The
+    // ring's room is then short of the pad only until the consumer, which is polling, passes
+    // it; a consumer behind keeps the whole ring and the stream goes on round it.
+    let pad = if need > to_end || early_wrap {
+        to_end
+    } else {
+        0
+    };
     // The consumer's `head` lives on its own cache line; reading it every push would pull that
     // line across cores per message. A stale view only underestimates free space, so the real
     // one is read only when the stale one says the record does not fit.
@@ -131,8 +153,11 @@ pub fn drain(lane: &Lane<'_>, max: usize, handler: &mut dyn FnMut(u32, &[u8])) -
         }
         let len = header as u32;
         let from = (header >> 32) as u32 & 0x7FFF_FFFF;
-        let size = if len == PAD {
-            lane.capacity - at
+        let (size, written) = if len == PAD {
+            // A pad writes its header line only; the lines behind it are still clear from
+            // the lap before (clearing them again would cost a store per line of the ring at
+            // every early wrap).
+            (lane.capacity - at, LINE)
         } else {
             let size = record_bytes(len as usize);
             if size > lane.capacity - at {
@@ -143,10 +168,10 @@ pub fn drain(lane: &Lane<'_>, max: usize, handler: &mut dyn FnMut(u32, &[u8])) -
             }
             handler(from, lane.read(at + RECORD_HEADER_BYTES, len as usize));
             drained.frames += 1;
-            size
+            (size, size)
         };
         // Clear before freeing: once `head` passes, a producer may write here again.
-        clear_lines(lane, at, size);
+        clear_lines(lane, at, written);
         head += size as u64;
         lane.head.store(head, Ordering::Release);
     }

@@ -396,3 +396,53 @@ fn bursty_reader_never_rereads_or_skips() {
     }
     assert!(next > 5_000, "the reader kept up: {next} of {seq}");
 }
+
+/// Small messages to a reader that keeps up stay in the first [`ring::HOT_BYTES`] of a large
+/// lane (its lines stay cached); a reader that falls behind makes the stream go on round the
+/// whole ring, and nothing is lost or reordered either way.
+#[test]
+fn small_records_keep_to_the_hot_start_of_a_large_lane() {
+    let lane_bytes = 2 << 20;
+    let seg = segment(2, 1, lane_bytes);
+    let mut producer = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
+    let mut reader = ShmTransport::new(Arc::clone(&seg), Rank(1), Duration::ZERO).unwrap();
+    let lane = seg.lane(1, 0);
+    let (mut next, mut seq) = (0u32, 0u32);
+    let read_all = |reader: &mut ShmTransport, next: &mut u32| {
+        reader
+            .poll_recv(usize::MAX, &mut |_, bytes| {
+                let f = Frame::decode(bytes).unwrap();
+                assert_eq!(f.header.step, *next, "a frame skipped or read twice");
+                *next += 1;
+            })
+            .unwrap();
+    };
+    // Keeping up: 4,000 frames of about 100 bytes (256 KiB in all) never leave the hot part.
+    let mut furthest = 0;
+    for _ in 0..4_000 {
+        producer.send(Rank(1), &frame(0, seq, 8)).unwrap();
+        seq += 1;
+        furthest = furthest.max(lane.offset(lane.tail.load(Ordering::Relaxed)));
+        read_all(&mut reader, &mut next);
+    }
+    assert!(
+        furthest <= ring::HOT_BYTES,
+        "small records went {furthest} bytes into the lane"
+    );
+    // Falling behind: 3,000 frames unread go past the hot part, then are all read in order.
+    for _ in 0..3_000 {
+        producer.send(Rank(1), &frame(0, seq, 8)).unwrap();
+        seq += 1;
+    }
+    assert!(lane.offset(lane.tail.load(Ordering::Relaxed)) > ring::HOT_BYTES);
+    read_all(&mut reader, &mut next);
+    assert_eq!(next, seq);
+    // Large frames between small ones still use the whole ring.
+    for round in 0..200u32 {
+        let len = if round % 3 == 0 { 40_000 } else { 8 };
+        producer.send(Rank(1), &frame(0, seq, len)).unwrap();
+        seq += 1;
+        read_all(&mut reader, &mut next);
+    }
+    assert_eq!(next, seq);
+}
