@@ -211,7 +211,7 @@ impl FtRing {
     }
 
     /// The result piece by piece with offsets (see [`Segmented::results`]).
-    pub fn results(&self) -> Option<Vec<(usize, ValuesRef<'_>)>> {
+    pub fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_> {
         if self.stage != Stage::Done {
             return None;
         }
@@ -565,7 +565,7 @@ fn shape_code(dtype: Dtype, len: u64) -> u64 {
 }
 
 impl crate::protocol::Assembled for FtRing {
-    fn results(&self) -> Option<Vec<(usize, ValuesRef<'_>)>> {
+    fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_> {
         FtRing::results(self)
     }
 

@@ -186,7 +186,7 @@ impl<P: SegmentProtocol> Segmented<P> {
 
     /// The result segment by segment, once final (`None` before, or where this rank gets
     /// none): each piece with its offset in the whole output, in order of segments.
-    pub fn results(&self) -> Option<Vec<(usize, ValuesRef<'_>)>> {
+    pub fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_> {
         if !self.has_result() {
             return None;
         }
@@ -195,14 +195,19 @@ impl<P: SegmentProtocol> Segmented<P> {
             self.config.plan.segment_elems,
             self.shape.len as usize,
         );
-        let mut pieces = Vec::new();
-        for (segment, buffer) in self.buffers.iter().enumerate() {
-            let (piece, places) = layout.output_places(len, chunk, segment);
-            for (from, to) in places {
-                pieces.push((to, buffer.as_ref().slice(from..from + piece)?));
-            }
-        }
-        Some(pieces)
+        // Every buffer was checked to hold its segment's whole result when it finished, so no
+        // slice fails; one that did would leave a hole the caller's length check catches.
+        Some(
+            self.buffers
+                .iter()
+                .enumerate()
+                .flat_map(move |(segment, buffer)| {
+                    let (piece, places) = layout.output_places(len, chunk, segment);
+                    places.filter_map(move |(from, to)| {
+                        Some((to, buffer.as_ref().slice(from..from + piece)?))
+                    })
+                }),
+        )
     }
 
     /// Elements of the whole result for this rank's input.
@@ -714,7 +719,7 @@ impl<P: SegmentProtocol> Protocol for Segmented<P> {
 }
 
 impl<P: SegmentProtocol> super::Assembled for Segmented<P> {
-    fn results(&self) -> Option<Vec<(usize, ValuesRef<'_>)>> {
+    fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_> {
         Segmented::results(self)
     }
 

@@ -2,7 +2,6 @@
 //! feed it arrivals, notices, faults and timers until it ends. Operations that need none of the
 //! loop's other work take a lean loop: the latency path of small collectives.
 
-use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
@@ -121,12 +120,12 @@ impl<T: Transport> Endpoint<T> {
         protocol: &mut P,
         stats: &mut OpStats,
     ) -> Result<(), ExecError> {
-        // A copy, since handling may learn more; none to make in a failure-free job.
-        let known_failed = if self.failed.is_empty() {
-            BTreeSet::new()
-        } else {
-            self.failed.clone()
-        };
+        // Nothing to copy, build or drop in a failure-free job (the latency path).
+        if self.failed.is_empty() {
+            return Ok(());
+        }
+        // A copy, since handling may learn more.
+        let known_failed = self.failed.clone();
         for &world in &known_failed {
             let Some(rank) = local(&self.group, world) else {
                 continue;

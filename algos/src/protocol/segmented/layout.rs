@@ -45,18 +45,21 @@ impl Layout {
         start..start.saturating_add(chunk).min(span)
     }
 
-    /// The input ranges segment `k` takes, in order.
-    pub fn input_ranges(self, input_len: usize, chunk: usize, k: usize) -> Vec<Range<usize>> {
+    /// The input ranges segment `k` takes, in order. An iterator, not a vector: the shell
+    /// asks once per segment and operation, on the small-allreduce latency path.
+    pub fn input_ranges(
+        self,
+        input_len: usize,
+        chunk: usize,
+        k: usize,
+    ) -> impl Iterator<Item = Range<usize>> {
         let part = self.chunk(input_len, chunk, k);
-        match self {
-            Layout::BlocksIn { blocks } => {
-                let span = self.span(input_len);
-                (0..blocks as usize)
-                    .map(|b| b * span + part.start..b * span + part.end)
-                    .collect()
-            }
-            Layout::Contiguous | Layout::BlocksOut { .. } => vec![part],
-        }
+        // Block b's chunk lies b strides on.
+        let (count, stride) = match self {
+            Layout::BlocksIn { blocks } => (blocks as usize, self.span(input_len)),
+            Layout::Contiguous | Layout::BlocksOut { .. } => (1, 0),
+        };
+        (0..count).map(move |b| b * stride + part.start..b * stride + part.end)
     }
 
     /// Elements of segment `k`'s result.
@@ -68,24 +71,25 @@ impl Layout {
         }
     }
 
-    /// Where segment `k`'s result goes: pairs of (offset in the result, offset in the output),
-    /// each `piece` elements long.
+    /// Where segment `k`'s result goes: the piece length, and pairs of (offset in the
+    /// result, offset in the output), each a piece long.
     pub fn output_places(
         self,
         input_len: usize,
         chunk: usize,
         k: usize,
-    ) -> (usize, Vec<(usize, usize)>) {
+    ) -> (usize, impl Iterator<Item = (usize, usize)>) {
         let part = self.chunk(input_len, chunk, k);
-        match self {
-            Layout::BlocksOut { blocks } => {
-                let places = (0..blocks as usize)
-                    .map(|b| (b * part.len(), b * input_len + part.start))
-                    .collect();
-                (part.len(), places)
-            }
-            Layout::Contiguous | Layout::BlocksIn { .. } => (part.len(), vec![(0, part.start)]),
-        }
+        let (piece, start) = (part.len(), part.start);
+        // Block b of the output lies b strides on.
+        let (count, stride) = match self {
+            Layout::BlocksOut { blocks } => (blocks as usize, input_len),
+            Layout::Contiguous | Layout::BlocksIn { .. } => (1, 0),
+        };
+        (
+            piece,
+            (0..count).map(move |b| (b * piece, b * stride + start)),
+        )
     }
 
     /// Elements of the whole output for an input of `input_len`.
@@ -114,12 +118,12 @@ mod tests {
                 let mut taken = vec![0u32; len];
                 let mut written = vec![0u32; layout.output_total(len)];
                 for k in 0..segments {
-                    let ranges = layout.input_ranges(len, chunk, k);
-                    ranges
-                        .iter()
-                        .flat_map(|r| r.clone())
+                    layout
+                        .input_ranges(len, chunk, k)
+                        .flatten()
                         .for_each(|i| taken[i] += 1);
                     let (piece, places) = layout.output_places(len, chunk, k);
+                    let places: Vec<_> = places.collect();
                     let out_len = layout.output_len(len, chunk, k);
                     assert_eq!(
                         piece * places.len(),
