@@ -8,7 +8,7 @@ use ftcoll_algos::corrected::{
 use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig, Placement};
 use ftcoll_algos::protocol::{Segmented, ShellConfig};
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
-use ftcoll_algos::ring::prefer_ring;
+use ftcoll_algos::ring::{prefer_ring, ring_min_bytes};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
@@ -78,7 +78,13 @@ impl Communicator {
         let bytes = std::mem::size_of_val(data);
         if direct {
             self.allreduce_direct(data, op)
-        } else if prefer_ring(self.size(), bytes, self.env.ring_min_bytes) {
+        } else if prefer_ring(
+            self.size(),
+            bytes,
+            self.env
+                .ring_min_bytes
+                .unwrap_or_else(|| ring_min_bytes(self.size(), self.placement)),
+        ) {
             self.allreduce_ring(data, op)
         } else {
             self.allreduce_rdb(data, op)
