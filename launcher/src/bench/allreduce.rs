@@ -224,15 +224,29 @@ pub fn parse_sizes(text: &str, min: u32) -> anyhow::Result<Vec<u32>> {
 }
 
 /// Builds the C benchmark `name` from `source` in `dir` with the mpicc of the Open MPI with ULFM
-/// under `prefix`; returns its mpiexec and the binary, or says why not and returns `None`.
+/// under `prefix`, or takes `prebuilt/name` where `--mpi-prebuilt` names a directory (a
+/// machine without a C compiler); returns its mpiexec and the binary, or says why not and
+/// returns `None`.
 pub fn build_ulfm(
     prefix: &Path,
+    prebuilt: Option<&Path>,
     dir: &Path,
     name: &str,
     source: &str,
 ) -> Option<(PathBuf, PathBuf)> {
     let mpicc = prefix.join("bin/mpicc");
     let mpiexec = prefix.join("bin/mpiexec");
+    if let Some(prebuilt) = prebuilt {
+        let binary = prebuilt.join(name);
+        if mpiexec.is_file() && binary.is_file() {
+            return Some((mpiexec, binary));
+        }
+        eprintln!(
+            "--mpi-prebuilt: no {} or no {}; building {name} here",
+            binary.display(),
+            mpiexec.display()
+        );
+    }
     if !(mpicc.is_file() && mpiexec.is_file()) {
         eprintln!(
             "ULFM not installed under {} (no bin/mpicc); for the side-by-side figures: \

@@ -143,9 +143,9 @@ struct Ulfm {
 
 impl Ulfm {
     /// Builds the reference benchmark in `dir` if `prefix` holds an Open MPI with ULFM.
-    fn build(prefix: &Path, dir: &Path) -> Option<Ulfm> {
+    fn build(prefix: &Path, prebuilt: Option<&Path>, dir: &Path) -> Option<Ulfm> {
         let (mpiexec, binary) =
-            super::allreduce::build_ulfm(prefix, dir, "ulfm_agree", ULFM_SOURCE)?;
+            super::allreduce::build_ulfm(prefix, prebuilt, dir, "ulfm_agree", ULFM_SOURCE)?;
         Some(Ulfm { mpiexec, binary })
     }
 
@@ -342,7 +342,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         bail!("bench era needs --repeat, --iters and --warmup of at least 1");
     }
     let dir = tempdir()?;
-    let ulfm = Ulfm::build(&args.ulfm_prefix, &dir);
+    let ulfm = Ulfm::build(&args.ulfm_prefix, args.mpi_prebuilt.as_deref(), &dir);
     let mut latency = Vec::new();
     for &n in &sizes {
         latency.extend(latency_rows(args, ulfm.as_ref(), n)?);

@@ -71,9 +71,9 @@ struct UlfmAllreduce {
 }
 
 impl UlfmAllreduce {
-    fn build(prefix: &Path, dir: &Path) -> Option<UlfmAllreduce> {
+    fn build(prefix: &Path, prebuilt: Option<&Path>, dir: &Path) -> Option<UlfmAllreduce> {
         let (mpiexec, binary) =
-            super::allreduce::build_ulfm(prefix, dir, "ulfm_allreduce", ULFM_SOURCE)?;
+            super::allreduce::build_ulfm(prefix, prebuilt, dir, "ulfm_allreduce", ULFM_SOURCE)?;
         Some(UlfmAllreduce { mpiexec, binary })
     }
 
@@ -244,7 +244,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         bail!("bench ft-allreduce needs --repeat >= 1");
     }
     let dir = tempdir()?;
-    let ulfm = UlfmAllreduce::build(&args.ulfm_prefix, &dir);
+    let ulfm = UlfmAllreduce::build(&args.ulfm_prefix, args.mpi_prebuilt.as_deref(), &dir);
     let mut rows = Vec::new();
     for &n in &sizes {
         for &b in &bytes {

