@@ -7,7 +7,7 @@
 use ftcoll_algos::fault::FaultSpec;
 use std::io::{self, Read};
 use std::net::TcpStream;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -104,7 +104,10 @@ impl Shared {
 /// A rank's connection to its launcher.
 #[derive(Debug)]
 pub struct ControlClient {
-    writer: Mutex<TcpStream>,
+    /// The one writer of the connection, shared with the control thread's heartbeats: a
+    /// message longer than a socket buffer goes out in several writes, and another thread's
+    /// write through a second handle would land between them and corrupt the stream.
+    writer: Arc<Mutex<TcpStream>>,
     telemetry: bool,
     shared: Arc<Shared>,
     _reader: JoinHandle<()>,
@@ -133,7 +136,8 @@ impl ControlClient {
             _ => return Err(ControlError::BadField("launcher refused this rank")),
         }
         let reader = stream.try_clone()?;
-        let heartbeat_writer = stream.try_clone()?;
+        let writer = Arc::new(Mutex::new(stream));
+        let heartbeat_writer = Arc::clone(&writer);
         let shared = Arc::new(Shared::default());
         let thread_shared = Arc::clone(&shared);
         let periods = Periods {
@@ -146,7 +150,7 @@ impl ControlClient {
             .stack_size(64 * 1024)
             .spawn(move || control_thread(reader, heartbeat_writer, periods, &thread_shared))?;
         Ok(ControlClient {
-            writer: Mutex::new(stream),
+            writer,
             telemetry: periods.telemetry.is_some(),
             shared,
             _reader: reader,
@@ -323,20 +327,37 @@ impl Periods {
 }
 
 /// Reads framed messages with a timeout so heartbeats (and telemetry ticks) go out between them.
-fn control_thread(mut reader: TcpStream, mut writer: TcpStream, periods: Periods, shared: &Shared) {
+fn control_thread(
+    mut reader: TcpStream,
+    writer: Arc<Mutex<TcpStream>>,
+    periods: Periods,
+    shared: &Shared,
+) {
     let mut buffer: Vec<u8> = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
     let mut last_beat = Instant::now();
     let mut last_sample = Instant::now();
     loop {
         if last_beat.elapsed() >= periods.heartbeat {
+            // A message being written proves this rank alive by itself: the heartbeat waits
+            // for the next tick rather than for the writer, so this thread keeps reading (a
+            // launcher blocked writing to us is drained) and never cuts into the message.
             let sampled = shared
                 .sampled
                 .swap(false, std::sync::atomic::Ordering::Relaxed);
-            if !sampled && ControlMsg::Heartbeat.write_to(&mut writer).is_err() {
-                launcher_gone("heartbeat could not be sent");
+            let sent = match writer.try_lock() {
+                _ if sampled => Some(Ok(())),
+                Ok(mut stream) => Some(ControlMsg::Heartbeat.write_to(&mut *stream)),
+                Err(TryLockError::Poisoned(poisoned)) => {
+                    Some(ControlMsg::Heartbeat.write_to(&mut *poisoned.into_inner()))
+                }
+                Err(TryLockError::WouldBlock) => None,
+            };
+            match sent {
+                Some(Ok(())) => last_beat = Instant::now(),
+                Some(Err(_)) => launcher_gone("heartbeat could not be sent"),
+                None => {}
             }
-            last_beat = Instant::now();
         }
         if periods
             .telemetry
@@ -436,4 +457,73 @@ fn control_thread(mut reader: TcpStream, mut writer: TcpStream, periods: Periods
 fn launcher_gone(why: &str) -> ! {
     tracing::error!("launcher gone ({why}); exiting");
     std::process::exit(EXIT_LAUNCHER_GONE)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::net::TcpListener;
+
+    use super::*;
+    use crate::env::RankEnv;
+
+    /// Long messages and the control thread's heartbeats share one connection: a launcher that
+    /// reads late, so that each long message goes out in several writes, still reads every
+    /// message whole. Through a second handle, heartbeats landed inside them and the launcher
+    /// read a length of 0 (`bench allreduce` under `perf`, one job in two).
+    #[test]
+    fn heartbeats_never_cut_into_a_long_message() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let vars = BTreeMap::from([
+            ("FTCOLL_RANK", "0".to_string()),
+            ("FTCOLL_SIZE", "1".to_string()),
+            ("FTCOLL_JOB_ID", "00000000deadbeef".to_string()),
+            (
+                "FTCOLL_CONTROL_ADDR",
+                listener.local_addr().unwrap().to_string(),
+            ),
+            (
+                "FTCOLL_SECRET",
+                "00112233445566778899aabbccddeeff".to_string(),
+            ),
+            ("FTCOLL_HEARTBEAT_MS", "1".to_string()),
+        ]);
+        let env = RankEnv::from_lookup(|k| vars.get(k).cloned()).unwrap();
+        const MESSAGES: u64 = 48;
+        const WORDS: u64 = 120_000;
+        let launcher = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            ControlMsg::Challenge { nonce: [7; 16] }
+                .write_to(&mut conn)
+                .unwrap();
+            assert!(matches!(
+                ControlMsg::read_from(&mut conn).unwrap(),
+                ControlMsg::Hello { .. }
+            ));
+            ControlMsg::Welcome.write_to(&mut conn).unwrap();
+            // Late: the rank's writes fill the socket's buffers and block part-way.
+            std::thread::sleep(Duration::from_millis(300));
+            let mut got = Vec::new();
+            while (got.len() as u64) < MESSAGES {
+                match ControlMsg::read_from(&mut conn) {
+                    Ok(ControlMsg::Timings { nanos }) => got.push(nanos),
+                    Ok(ControlMsg::Heartbeat) => {}
+                    other => panic!("the stream broke: {other:?}"),
+                }
+            }
+            // The control thread exits the process when its connection closes: keep it open.
+            std::mem::forget(conn);
+            got
+        });
+        let client = ControlClient::connect(&env, "127.0.0.1:1").unwrap();
+        for m in 0..MESSAGES {
+            let nanos = (0..WORDS).map(|w| m * WORDS + w).collect();
+            client.send(&ControlMsg::Timings { nanos }).unwrap();
+        }
+        let got = launcher.join().unwrap();
+        for (m, nanos) in got.iter().enumerate() {
+            let m = m as u64;
+            assert!(nanos.iter().copied().eq((0..WORDS).map(|w| m * WORDS + w)));
+        }
+    }
 }
