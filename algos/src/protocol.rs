@@ -421,6 +421,9 @@ pub enum Detail {
         excluded: u32,
         /// Corrupted mass vectors found by checksum.
         detections: u32,
+        /// The rank finished on its stopping rule, or with no neighbour left to change its
+        /// estimate; false while it runs and when its push budget or the driver ended it.
+        settled: bool,
     },
     /// The fault-tolerant ring allreduce.
     FtRing {
@@ -482,7 +485,7 @@ pub(crate) fn flip_value(
 /// a caller's vector take any of them.
 pub trait Assembled: Protocol {
     /// The result piece by piece, each with its offset in the whole output, once final.
-    fn results(&self) -> Option<Vec<(usize, ValuesRef<'_>)>>;
+    fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_>;
     /// Elements of the whole result for this rank's input.
     fn output_len_total(&self) -> usize;
     /// Why the operation aborted, once it has.
@@ -599,10 +602,12 @@ pub trait Protocol {
                 flows,
                 excluded,
                 detections,
+                settled,
             } => {
                 view.field("flows", flows);
                 view.field("excluded peers", excluded);
                 view.field("checksum detections", detections);
+                view.field("settled", if settled { "yes" } else { "no" });
             }
             Detail::Agreement {
                 agreement,

@@ -94,7 +94,7 @@ impl From<CommError> for Failure {
             CommError::PeerFailed { .. } => FTCOLL_ERR_PROC_FAILED,
             CommError::Revoked => FTCOLL_ERR_REVOKED,
             CommError::Shape { .. } | CommError::ShapeMismatch { .. } => FTCOLL_ERR_SHAPE,
-            CommError::TimedOut(_) => FTCOLL_ERR_TIMEOUT,
+            CommError::TimedOut(_) | CommError::Unsettled { .. } => FTCOLL_ERR_TIMEOUT,
             CommError::TooLong { .. } => FTCOLL_ERR_TOO_LONG,
             CommError::UnacknowledgedFailure { .. } => FTCOLL_ERR_UNACKED_FAILURE,
             CommError::Shutdown => FTCOLL_ERR_SHUTDOWN,

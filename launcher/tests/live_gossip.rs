@@ -1,7 +1,8 @@
 //! Gossip reductions (000, 003) on real processes: 64 ranks over shared memory converge to the
 //! requested accuracy by the local stopping rule, also when a rank is SIGKILLed mid-run and a
 //! message bit flips; the same flip ruins Push-Flow, which shows the flip happened. Links cut
-//! with no transport error are found by their silence and dropped at both ends.
+//! with no transport error are found by their silence and dropped at both ends. A push budget
+//! spent before the stopping rule holds is an error, not a result.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -129,4 +130,30 @@ fn push_cancel_flow_finds_cut_links_by_their_silence_and_converges() {
     assert_eq!(json["within_eps"], true, "{json}");
     assert_eq!(json["ops_ok_all_ranks"], 1, "{json}");
     assert!(json["failures"].as_array().unwrap().is_empty(), "{json}");
+}
+
+#[test]
+fn a_push_budget_spent_before_the_stopping_rule_holds_fails_the_job_with_the_reason() {
+    let _job = common::serialize();
+    let args = [
+        "-n",
+        "4",
+        "--algo",
+        "pf",
+        "--no-tui",
+        "--gossip-period",
+        "1ms",
+        "--steps",
+        "5",
+    ];
+    let (out, json) = common::run_job(&args, "gossip-budget.json", 60);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{json}");
+    assert!(
+        stderr.contains("stopping rule did not hold within its budget of 5 pushes"),
+        "{stderr}"
+    );
+    // A rank whose neighbours all gave up has no one left and settles; the others' errors
+    // still fail the job (they are not crashes the algorithm tolerates).
+    assert!(stderr.contains("ended in an error"), "{stderr}");
 }

@@ -65,7 +65,7 @@ fn to_py(error: CommError) -> PyErr {
         CommError::PeerFailed { .. } => ProcFailedError::new_err(text),
         CommError::Revoked => RevokedError::new_err(text),
         CommError::Shape { .. } | CommError::ShapeMismatch { .. } => ShapeError::new_err(text),
-        CommError::TimedOut(_) => OpTimeoutError::new_err(text),
+        CommError::TimedOut(_) | CommError::Unsettled { .. } => OpTimeoutError::new_err(text),
         CommError::TooLong { .. } => TooLongError::new_err(text),
         CommError::UnacknowledgedFailure { agreed, .. } => {
             UnacknowledgedFailureError::new_err((text, agreed))

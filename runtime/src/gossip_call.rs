@@ -11,11 +11,15 @@
 //! neighbour's link failed after a silence of many push gaps and fences it, as the launcher
 //! fences a silent rank: no frame crosses it again, so the neighbour, no longer pushed to,
 //! declares the same link failed too, and both ends drop the flow over it (003 Sec. II-C).
+//! Until then the mass pushed over the cut is lost, and the rest of the network can settle
+//! without it: a rank with a link silent while many frames came over its others holds its
+//! stopping rule back ([`Gossip::hold_stop`]) and so, through the quiet age it sends, every
+//! rank it reaches.
 
 use std::time::Duration;
 
 use ftcoll_algos::gossip::Gossip;
-use ftcoll_algos::protocol::{Input, Outbox, Phase, Protocol, Wrapper};
+use ftcoll_algos::protocol::{Detail, Input, Outbox, Phase, Protocol, Wrapper};
 use ftcoll_algos::topology::TopologyKind;
 use ftcoll_algos::{Rank, ReduceOp, Time};
 
@@ -62,8 +66,14 @@ enum Link {
     /// (the previous one ended unevenly, or a start-skew fault holds them), so no silence
     /// counts.
     Waiting,
-    /// Last heard from then (or, if never, when this rank first heard from any neighbour).
-    Heard(Time),
+    /// Last heard from `at` (or, if never, when this rank first heard from any neighbour),
+    /// when this rank had received `frames` frames in all.
+    Heard {
+        /// When.
+        at: Time,
+        /// The watch's frame count then.
+        frames: u64,
+    },
     /// Failed: its rank, or the link, declared so.
     Failed,
 }
@@ -72,9 +82,20 @@ enum Link {
 /// The silence is counted from the first frame this rank gets from any neighbour, which shows
 /// that the job runs: a link cut from the start is still found, and a rank that started
 /// before its neighbours were wired up does not take them for cut.
+///
+/// A link is *suspect* (this rank holds its stopping rule) once this rank has received
+/// `suspect_frames` frames over its other links since it last heard over that one. Frames,
+/// not time: on a loaded machine a neighbour's silences of 200-300 ms were common with a 2 ms
+/// period (64 ranks on two busy cores), and a time limit that short held the whole network
+/// until the push budget ran out; a rank that is itself descheduled receives nothing either.
 #[derive(Clone)]
 struct LinkWatch {
     heard: Vec<(Rank, Link)>,
+    /// Frames received over live links so far.
+    frames: u64,
+    /// Frames over other links after which a silent link is suspect.
+    suspect_frames: u64,
+    /// Silence after which a link is declared failed.
     silence: ftcoll_algos::Duration,
 }
 
@@ -94,13 +115,16 @@ impl LinkWatch {
     /// A frame from `peer` arrived at `now`: the first one starts every neighbour's clock. A
     /// link declared failed stays so (the algorithm has settled it).
     fn heard_from(&mut self, peer: Rank, now: Time) {
+        let frames = self.frames;
         for (_, link) in &mut self.heard {
             if *link == Link::Waiting {
-                *link = Link::Heard(now);
+                *link = Link::Heard { at: now, frames };
             }
         }
+        self.frames += 1;
+        let frames = self.frames;
         if let Some(link) = self.slot(peer).filter(|link| **link != Link::Failed) {
-            *link = Link::Heard(now);
+            *link = Link::Heard { at: now, frames };
         }
     }
 
@@ -110,10 +134,17 @@ impl LinkWatch {
         }
     }
 
+    /// Whether some live link has been silent while `suspect_frames` came over the others.
+    fn any_suspect(&self) -> bool {
+        self.heard.iter().any(|(_, link)| {
+            matches!(*link, Link::Heard { frames, .. } if self.frames - frames >= self.suspect_frames)
+        })
+    }
+
     /// The neighbours silent for longer than the limit at `now`, marked failed.
     fn expired(&mut self, now: Time, failed: &mut Vec<Rank>) {
         for (peer, link) in &mut self.heard {
-            if matches!(*link, Link::Heard(t) if now.since(t) > self.silence) {
+            if matches!(*link, Link::Heard { at, .. } if now.since(at) > self.silence) {
                 *link = Link::Failed;
                 failed.push(*peer);
             }
@@ -149,6 +180,11 @@ impl Wrapper for GossipRun {
                 Input::Message { from, .. } if !links.open(*from) => return,
                 Input::Message { from, .. } => links.heard_from(*from, now),
                 Input::PeerFailed { peer } => links.failed(*peer),
+                // A push is due: a suspect link keeps the stopping rule from holding at it.
+                Input::Timeout if links.any_suspect() => match &mut self.engine {
+                    Engine::Single(g) => g.hold_stop(),
+                    Engine::Double(g) => g.hold_stop(),
+                },
                 _ => {}
             }
         }
@@ -174,6 +210,9 @@ const SILENT_GAPS: u64 = 16;
 /// Bounds of a link's silence limit, in periods: long enough for a few pushes each way on a
 /// sparse graph, short enough that a finished rank lingers past it on a dense one.
 const SILENT_PERIODS: (u64, u64) = (64, 160);
+/// A link silent while this many gaps' worth of frames came over the others is suspect (see
+/// [`LinkWatch`]).
+const SUSPECT_GAPS: u64 = 24;
 /// Least silence limit, however short the period: a rank descheduled for a while on a busy
 /// node is not a failed link (100 ms was too short for 16 ranks over libfabric's TCP provider
 /// on two busy cores).
@@ -204,8 +243,9 @@ impl GossipRun {
 
 impl Communicator {
     /// Reduces `data` with a gossip algorithm: on return `data` holds this rank's estimate of
-    /// the survivors' sum or average, accurate to the call's eps when the stopping rule held
-    /// (or the best it reached within the push bound).
+    /// the survivors' sum or average, accurate to the call's eps by the stopping rule. Fails
+    /// with [`CommError::Unsettled`] when the push budget ran out first; `data` then holds the
+    /// best estimate reached.
     pub fn gossip(
         &mut self,
         data: &mut [f64],
@@ -241,6 +281,10 @@ impl Communicator {
         let silence = period
             .saturating_mul((SILENT_GAPS * degree).clamp(SILENT_PERIODS.0, SILENT_PERIODS.1))
             .max(MIN_SILENCE_NS);
+        // Between two frames of one live neighbour come about `degree - 1` frames of the
+        // others; many times that is rare on a live link (below 1e-11 on a hypercube), and a
+        // hold holds the whole network back, so it must be.
+        let suspect_frames = SUSPECT_GAPS * degree.max(2);
         // A finished rank outlasts its running neighbours' silence limit, so that a rank still
         // pushing to it never takes its departure for a failed link.
         let linger = period
@@ -258,6 +302,8 @@ impl Communicator {
                     .neighbours(Rank(self.rank()))
                     .map(|peer| (peer, Link::Waiting))
                     .collect(),
+                frames: 0,
+                suspect_frames,
                 silence: ftcoll_algos::Duration(silence),
             });
         let members = self.members();
@@ -281,12 +327,23 @@ impl Communicator {
         };
         let me = self.world_rank();
         let shell = self.whole_vector_shell(call.algo, op, data.len())?;
-        self.run_collective_then(shell, make, data, |run, _| {
+        let mut unsettled = None;
+        let outcome = self.run_collective_then(shell, make, data, |run, _| {
             let status = run.status();
             let mut estimate = Vec::new();
             run.estimate(&mut estimate);
             tracing::debug!(rank = me, pushes = status.iteration, ?estimate, detail = ?status.detail, "gossip finished");
-        })
+            if let Detail::Gossip { settled: false, .. } = status.detail {
+                unsettled = Some(status.iteration);
+            }
+        })?;
+        match unsettled {
+            Some(pushes) => Err(CommError::Unsettled {
+                pushes,
+                eps: spec.gossip_eps(),
+            }),
+            None => Ok(outcome),
+        }
     }
 }
 
@@ -298,6 +355,8 @@ mod tests {
     fn watch() -> LinkWatch {
         LinkWatch {
             heard: [1, 2, 3].map(|p| (Rank(p), Link::Waiting)).to_vec(),
+            frames: 0,
+            suspect_frames: 11,
             silence: Duration(100),
         }
     }
@@ -323,5 +382,31 @@ mod tests {
         assert!(!links.open(Rank(1)));
         assert_eq!(expired(&mut links, 10_191), [2]);
         assert!(expired(&mut links, 20_000).is_empty());
+    }
+
+    #[test]
+    fn a_link_is_suspect_once_the_others_brought_many_frames_and_a_stall_is_not() {
+        let mut links = watch();
+        assert!(!links.any_suspect());
+        // Rank 3 is never heard; 1 and 2 bring a frame each per step.
+        for t in 0..5 {
+            links.heard_from(Rank(1), Time(10_000 + t));
+            links.heard_from(Rank(2), Time(10_000 + t));
+        }
+        assert!(!links.any_suspect(), "ten frames over the others");
+        links.heard_from(Rank(1), Time(10_005));
+        assert!(links.any_suspect(), "eleven frames over the others");
+        assert!(expired(&mut links, 10_006).is_empty(), "and not failed yet");
+        links.heard_from(Rank(3), Time(10_007));
+        assert!(!links.any_suspect());
+        // A long stall with nothing received suspects nobody, but the silence limit still holds.
+        assert!(!links.any_suspect());
+        assert_eq!(expired(&mut links, 10_106), [1, 2]);
+        // A failed link is settled: it no longer holds the stop.
+        for t in 0..20 {
+            links.heard_from(Rank(2), Time(10_110 + t));
+            links.heard_from(Rank(3), Time(10_110 + t));
+        }
+        assert!(!links.any_suspect());
     }
 }

@@ -37,9 +37,9 @@ impl<T: Real> Gossip<T> {
             return;
         }
         self.starting_exchange = true;
-        let enough = self.scheduled_push(partner, out);
+        let pushed = self.scheduled_push(partner, out);
         self.starting_exchange = false;
-        if enough {
+        if pushed != super::engine::Pushed::More {
             self.stop_helping(now);
         } else {
             let at = self.next_tick(now);

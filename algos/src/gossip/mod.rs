@@ -36,6 +36,7 @@ mod inspect;
 mod pcf;
 mod push_flow;
 mod push_sum;
+mod settle;
 #[cfg(test)]
 mod tests;
 mod trust;
@@ -82,6 +83,11 @@ impl Rule {
     /// Whether the rule keeps flows (everything but Push-Sum).
     pub fn uses_flows(self) -> bool {
         self != Rule::PushSum
+    }
+
+    /// Whether the rule cancels flows (PCF, both forms): its link failures are settled.
+    pub fn cancels(self) -> bool {
+        matches!(self, Rule::PushCancelFlow | Rule::PushCancelFlowTolerant)
     }
 }
 
@@ -141,6 +147,9 @@ pub enum GossipKind {
     /// one that ignored them would strand it) but never starts an exchange, so once every rank
     /// has finished the traffic stops. An answer is never answered.
     Finished = 2,
+    /// PCF after a link failure: an end's role-change count, relayed to the other end around
+    /// the failed link (see `settle`).
+    Settle = 3,
 }
 
 /// Configuration of one rank's gossip instance.

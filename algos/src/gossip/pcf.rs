@@ -92,7 +92,12 @@ impl<T: Real> Gossip<T> {
         let tolerant = self.tolerant();
         let their_active = (header.flags & 1) as u8;
         let their_round = u32::try_from(header.aux).unwrap_or(u32::MAX);
-        let Gossip { flows, phi, .. } = self;
+        let Gossip {
+            flows,
+            phi,
+            last_cancelled,
+            ..
+        } = self;
         let (slot, tag) = flows.entry(from);
         let (live, cancelled) = slot.split_at_mut(2 * width);
         // Line 7, restricted to the switch that completes a role change: after the change
@@ -127,10 +132,18 @@ impl<T: Real> Gossip<T> {
         let they_cancelled = g_passive.iter().all(|&x| x == T::ZERO);
         if conserved && tag.round == their_round {
             // Lines 13-15: both ends agree; cancel.
+            last_cancelled
+                .entry(from)
+                .0
+                .copy_from_slice(&live[p..p + width]);
             cancel(&mut live[p..p + width], cancelled, phi, tolerant);
             tag.round += 1;
         } else if they_cancelled && tag.round.checked_add(1) == Some(their_round) {
             // Lines 17-20, fixed: cancel the old passive flow, then it becomes the active one.
+            last_cancelled
+                .entry(from)
+                .0
+                .copy_from_slice(&live[p..p + width]);
             cancel(&mut live[p..p + width], cancelled, phi, tolerant);
             tag.active ^= 1;
             tag.round += 1;
@@ -150,8 +163,7 @@ impl<T: Real> Gossip<T> {
     /// flows and the mass cancelled with it), which leaves the survivors' aggregate. After a
     /// link failure both ends live and keep what they cancelled with each other: only the live
     /// flows go, which is why PCF does not fall back (003 Fig. 7). A cancellation in flight when
-    /// the link fails is half done, and its passive flow's mass is then counted at one end only;
-    /// no rule can avoid that without a message over the failed link.
+    /// the link fails is half done; the settlement (see `settle`) undoes it at the end ahead.
     pub(super) fn pcf_drop(&mut self, peer: Rank, crashed: bool) {
         let width = self.layout.width();
         let tolerant = self.tolerant();
@@ -169,6 +181,7 @@ impl<T: Real> Gossip<T> {
             sub_into(&mut self.phi, &drop);
         }
         self.flows.remove(peer);
+        self.last_cancelled.remove(peer);
     }
 }
 

@@ -91,6 +91,15 @@ pub enum CommError {
         /// Failed ranks some participant had not acknowledged.
         unacknowledged: Vec<u32>,
     },
+    /// A gossip reduction spent its push budget before its stopping rule held. The buffer
+    /// holds the estimate it reached, which may be off by more than the accuracy asked for.
+    #[error("the gossip's stopping rule did not hold within its budget of {pushes} pushes, so the estimate may be off by more than eps = {eps:e}; raise the budget (steps) or eps")]
+    Unsettled {
+        /// Pushes this rank made.
+        pushes: u32,
+        /// The accuracy asked for.
+        eps: f64,
+    },
     /// A malformed setting.
     #[error("{0}")]
     Config(String),
