@@ -20,6 +20,9 @@ pub struct FailureRecord {
     pub how: String,
     /// Seconds since the launch.
     pub at_s: f64,
+    /// It exited with a non-zero status of its own, not killed: it ended in an error it knew
+    /// of, and its failed operations count like a survivor's.
+    pub gave_up: bool,
 }
 
 /// Everything the launcher observed.
@@ -140,7 +143,10 @@ fn unfinished_operations(
         return None;
     }
     let first = (0..ops)
-        .find(|op| completed_by_op.get(op).copied().unwrap_or(0) < survivors)
+        .find(|op| {
+            completed_by_op.get(op).copied().unwrap_or(0) < survivors
+                || aborted_by_op.contains_key(op)
+        })
         .unwrap_or(0);
     let completed = completed_by_op.get(&first).copied().unwrap_or(0);
     let aborted = aborted_by_op.get(&first).copied().unwrap_or(0);
@@ -159,7 +165,9 @@ struct Judged {
     consistent: bool,
     /// The first disagreement found, in words.
     disagreement: Option<String>,
-    within_eps: Option<bool>,
+    /// Approximate algorithms: whether a result that came back is further than eps from
+    /// every admissible aggregate (a missing result is a failed operation, not a wrong one).
+    beyond_eps: bool,
     /// Whether the admissible aggregates could be enumerated (few enough failures).
     enumerated: bool,
 }
@@ -171,7 +179,7 @@ struct Judged {
 /// are reported, not judged.
 fn verdict(job: &BuiltinJob, judged: Judged) -> Option<String> {
     if job.expected == Expected::Survivors {
-        return (judged.within_eps == Some(false)).then(|| {
+        return judged.beyond_eps.then(|| {
             format!(
                 "a result is not within eps = {:e} of an admissible aggregate",
                 job.eps.unwrap_or(0.0)
@@ -365,18 +373,7 @@ impl LiveOutcome {
         // The first two ranks found to return different results for one operation.
         let mut disagreement: Option<String> = None;
         let failed = failed_ranks(&self.failures);
-        // Operations a survivor ended in an error: with completions elsewhere, the ranks
-        // disagree on the operation's outcome.
-        let mut aborted_by_op: std::collections::BTreeMap<u64, u32> =
-            std::collections::BTreeMap::new();
-        for (rank, reports) in self.reports.iter().enumerate() {
-            let survivor = failed.binary_search(&(rank as u32)).is_err();
-            for report in reports {
-                if !report.ok && survivor {
-                    *aborted_by_op.entry(report.op).or_default() += 1;
-                }
-            }
-        }
+        let aborted_by_op = self.aborted_by_op(job, &failed);
         let numbered = self
             .reports
             .iter()
@@ -463,6 +460,48 @@ impl LiveOutcome {
         )
     }
 
+    /// How many ranks ended each operation in an error: with completions elsewhere, the ranks
+    /// disagree on the operation's outcome. A survivor's error counts, and so does that of a
+    /// rank that gave up (exited with an error of its own rather than being killed): it
+    /// counts at the first operation it did not complete, whether or not it reported it. Only
+    /// a killed rank's silence is a crash the algorithm may tolerate.
+    fn aborted_by_op(
+        &self,
+        job: &BuiltinJob,
+        failed: &[u32],
+    ) -> std::collections::BTreeMap<u64, u32> {
+        let mut aborted_by_op: std::collections::BTreeMap<u64, u32> =
+            std::collections::BTreeMap::new();
+        for (rank, reports) in self.reports.iter().enumerate() {
+            let survivor = failed.binary_search(&(rank as u32)).is_err();
+            for report in reports.iter().filter(|r| !r.ok && survivor) {
+                *aborted_by_op.entry(report.op).or_default() += 1;
+            }
+        }
+        let mut gave_up: Vec<u32> = self
+            .failures
+            .iter()
+            .filter(|f| f.gave_up)
+            .map(|f| f.rank)
+            .collect();
+        gave_up.sort_unstable();
+        gave_up.dedup();
+        for rank in gave_up {
+            let reports = self
+                .reports
+                .get(rank as usize)
+                .map_or(&[][..], Vec::as_slice);
+            let completed: std::collections::BTreeSet<u64> =
+                reports.iter().filter(|r| r.ok).map(|r| r.op).collect();
+            // At most one more step than it completed operations.
+            let first_unfinished = (0..job.ops).find(|op| !completed.contains(op));
+            if let Some(op) = first_unfinished {
+                *aborted_by_op.entry(op).or_default() += 1;
+            }
+        }
+        aborted_by_op
+    }
+
     /// The expected result of a job whose every input is at hand.
     fn small_expected(&self, job: &BuiltinJob, inputs: &[f64]) -> Vec<f64> {
         match job.expected {
@@ -532,7 +571,9 @@ impl LiveOutcome {
                 exact: exact_result,
                 consistent,
                 disagreement,
-                within_eps,
+                beyond_eps: job
+                    .eps
+                    .is_some_and(|eps| worst_admissible.or(worst).is_some_and(|w| w > eps)),
                 enumerated,
             },
         );

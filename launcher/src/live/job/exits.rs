@@ -49,19 +49,22 @@ impl Loop {
                 .registry()
                 .deregister(&mut SourceFd(&pidfd.as_raw_fd()));
         }
-        self.record_exit(rank, status.success(), describe_exit(status));
+        self.record_exit(rank, RankExit::of_status(status));
         Ok(())
     }
 
-    /// Rank `rank` is dead (`clean`: it exited with status 0; `how`: its exit as seen). Unless
-    /// it finished its work and exited cleanly, it failed: record it and tell every survivor.
-    pub(super) fn record_exit(&mut self, rank: u32, clean: bool, how: String) {
+    /// Rank `rank` is dead. Unless it finished its work and exited cleanly, it failed: record
+    /// it and tell every survivor.
+    pub(super) fn record_exit(&mut self, rank: u32, exit: RankExit) {
         let slot = &mut self.ranks[rank as usize];
         slot.exited = true;
-        if slot.finished && clean {
+        if slot.finished && exit.clean() {
             return;
         }
         let cause = slot.fenced.unwrap_or(FailureCause::Exited);
+        // A rank the launcher killed may have exited on its own first; it still was fenced.
+        let gave_up = exit.gave_up() && slot.fenced.is_none();
+        let how = exit.how;
         let how = match cause {
             FailureCause::Exited | FailureCause::NodeLost => how,
             other => format!("{} (killed by the launcher)", other.name()),
@@ -76,6 +79,7 @@ impl Loop {
             cause,
             how,
             at_s,
+            gave_up,
         });
         let notice = failure_notice(rank, cause);
         for other in 0..self.ranks.len() as u32 {
@@ -101,8 +105,8 @@ impl Loop {
     /// killed first, then reported.
     pub(super) fn control_closed(&mut self, poll: &mut Poll, rank: u32) {
         let slot = &mut self.ranks[rank as usize];
-        if let Some((clean, how)) = slot.remote_exit.take() {
-            self.record_exit(rank, clean, how);
+        if let Some(exit) = slot.remote_exit.take() {
+            self.record_exit(rank, exit);
             return;
         }
         if slot.exited || slot.finished || slot.fenced.is_some() {
@@ -243,11 +247,55 @@ impl Loop {
     }
 }
 
-fn describe_exit(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        _ => "ended".to_string(),
+/// How a rank's process ended, as the launcher saw it.
+#[derive(Debug, Clone)]
+pub(super) struct RankExit {
+    /// Its exit status, if it exited (rather than died of a signal or with its host).
+    pub(super) status: Option<i32>,
+    /// What happened, in words.
+    pub(super) how: String,
+}
+
+impl RankExit {
+    /// A reaped child's end.
+    pub(super) fn of_status(status: std::process::ExitStatus) -> RankExit {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => RankExit::exited(code),
+            (None, Some(signal)) => RankExit::killed(signal),
+            _ => RankExit::lost("ended".to_string()),
+        }
+    }
+
+    /// It exited with status `code`.
+    pub(super) fn exited(code: i32) -> RankExit {
+        RankExit {
+            status: Some(code),
+            how: format!("exited with status {code}"),
+        }
+    }
+
+    /// It died of signal `signal`.
+    pub(super) fn killed(signal: i32) -> RankExit {
+        RankExit {
+            status: None,
+            how: format!("killed by signal {signal}"),
+        }
+    }
+
+    /// It ended out of sight (`how`: why it counts as ended).
+    pub(super) fn lost(how: String) -> RankExit {
+        RankExit { status: None, how }
+    }
+
+    /// Exited with status 0.
+    fn clean(&self) -> bool {
+        self.status == Some(0)
+    }
+
+    /// Exited with a non-zero status of its own: it ended in an error it knew of (a rank of
+    /// the built-in job returns one after reporting its failed operation), unlike a crash.
+    fn gave_up(&self) -> bool {
+        self.status.is_some_and(|code| code != 0)
     }
 }

@@ -76,7 +76,7 @@ struct RankSlot {
     pending_fence: Option<(Instant, FailureCause)>,
     /// A remote rank's exit as its agent reported it, held until its control connection has
     /// delivered everything the rank sent (its final messages travel on another connection).
-    remote_exit: Option<(bool, String)>,
+    remote_exit: Option<exits::RankExit>,
     finished: bool,
     exited: bool,
     /// Set when the launcher killed it on suspicion: reported with this cause once dead.

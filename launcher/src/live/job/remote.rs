@@ -13,6 +13,7 @@ use ftcoll_runtime::control::{ControlMsg, FailureCause};
 use mio::net::TcpListener;
 use mio::{Events, Poll};
 
+use super::exits::RankExit;
 use super::Loop;
 use crate::cluster::hostfile::Placement;
 use crate::cluster::starter::Agents;
@@ -130,18 +131,17 @@ impl Loop {
             tracing::warn!(node, rank, "node agent reported a rank it does not hold");
             return;
         }
-        let how = if signal != 0 {
-            format!("killed by signal {signal}")
+        let exit = if signal != 0 {
+            RankExit::killed(signal)
         } else {
-            format!("exited with status {code}")
+            RankExit::exited(code)
         };
-        let clean = signal == 0 && code == 0;
         let slot = &mut self.ranks[rank as usize];
         if slot.conn.is_some() {
             // Judged once its connection has delivered its last messages (see `remote_exit`).
-            slot.remote_exit = Some((clean, how));
+            slot.remote_exit = Some(exit);
         } else {
-            self.record_exit(rank, clean, how);
+            self.record_exit(rank, exit);
         }
     }
 
@@ -190,7 +190,7 @@ impl Loop {
         for rank in orphans {
             let slot = &mut self.ranks[rank as usize];
             slot.fenced.get_or_insert(FailureCause::NodeLost);
-            self.record_exit(rank, false, format!("host {host} lost: {why}"));
+            self.record_exit(rank, RankExit::lost(format!("host {host} lost: {why}")));
         }
     }
 

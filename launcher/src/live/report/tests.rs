@@ -58,6 +58,16 @@ fn killed(rank: u32) -> FailureRecord {
         cause: FailureCause::Exited,
         how: "killed by signal 9".into(),
         at_s: 0.05,
+        gave_up: false,
+    }
+}
+
+/// Rank `rank` exited with an error of its own.
+fn gave_up(rank: u32) -> FailureRecord {
+    FailureRecord {
+        how: "exited with status 3".into(),
+        gave_up: true,
+        ..killed(rank)
     }
 }
 
@@ -115,4 +125,35 @@ fn a_job_that_stopped_early_is_not_exact_and_fails() {
         .failed_ops()
         .expect("operations missing at survivors fail the job");
     assert!(why.starts_with("2 of 3 operations"), "{why}");
+}
+
+#[test]
+fn a_rank_that_reported_an_error_and_exited_fails_the_job_even_if_the_others_completed() {
+    // Rank 3 completed; ranks 0 to 2 reported their operation failed and exited with an
+    // error: not crashes the algorithm tolerated.
+    let mut reports: Vec<Vec<OpReport>> = (0..3).map(|_| vec![report(0, false, 0.0, 0)]).collect();
+    reports.push(vec![report(0, true, 1.0, 11)]);
+    let failures = (0..3).map(gave_up).collect();
+    let json = outcome(reports, failures).builtin_report(&agreement_job(1));
+    let why = json.failed_ops().expect("a rank's error is a failed job");
+    assert!(why.contains("3 ended in an error"), "{why}");
+}
+
+#[test]
+fn a_rank_that_exited_with_an_error_before_reporting_fails_the_job() {
+    // Rank 3 completed the first of two operations, then exited with an error unreported.
+    let mut reports: Vec<Vec<OpReport>> = (0..3)
+        .map(|_| vec![report(0, true, 4.0, 7), report(1, true, 4.0, 7)])
+        .collect();
+    reports.push(vec![report(0, true, 4.0, 7)]);
+    let json = outcome(reports, vec![gave_up(3)]).builtin_report(&agreement_job(2));
+    let why = json.failed_ops().expect("a rank's error is a failed job");
+    assert!(why.contains("operation 1"), "{why}");
+    // The same silence after a kill is a crash the agreement tolerates.
+    let mut reports: Vec<Vec<OpReport>> = (0..3)
+        .map(|_| vec![report(0, true, 3.0, 7), report(1, true, 3.0, 7)])
+        .collect();
+    reports.push(vec![report(0, true, 3.0, 7)]);
+    let json = outcome(reports, vec![killed(3)]).builtin_report(&agreement_job(2));
+    assert_eq!(json.failed_ops(), None, "{json:?}");
 }
