@@ -2,6 +2,7 @@
 
 mod inbound;
 mod inspect;
+mod notices;
 mod timeouts;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -25,6 +26,8 @@ use super::{Collective, FtcoConfig, FtcoKind, ServiceDistance, FLAG_DEAD_SET, FL
 const TIMER_ACK: TimerId = TimerId { kind: 1, index: 0 };
 /// Timer: the earliest time a KEEPALIVE probe is due (f_ETA passed, Alg. 4, third part).
 const TIMER_PROBE: TimerId = TimerId { kind: 2, index: 0 };
+/// The end of the earliest notice hold (see [`Ftco::notice_hold`]).
+const TIMER_NOTICE: TimerId = TimerId { kind: 3, index: 0 };
 /// Largest service distance RSD returns (deeper than any tree of 2^32 ranks with k >= 2).
 const MAX_SERVICE_DISTANCE: u32 = 64;
 
@@ -116,6 +119,9 @@ pub struct Ftco {
     /// Ranks reported dead by a failure notice ([`Input::PeerFailed`]): certainly dead, unlike
     /// ranks this rank only suspects by a timeout.
     noticed: RankSet,
+    /// Peer roots reported dead by a notice before their DATA came, and until when this rank
+    /// waits for that DATA before it fixes its result (see [`Ftco::notice_hold`]).
+    notice_holds: Vec<(u32, Time)>,
     /// Up and Down of 004, ascending, recomputed from the tree and `dead`.
     up: Vec<u32>,
     down: Vec<u32>,
@@ -178,6 +184,7 @@ impl Ftco {
             dead_ranges: dead.as_slice().iter().copied().collect(),
             dead,
             noticed: RankSet::default(),
+            notice_holds: Vec::new(),
             up: Vec::new(),
             down: Vec::new(),
             extra_down: RankSet::default(),
@@ -267,6 +274,7 @@ impl Ftco {
             out.emit(Event::Aborted(reason));
             self.timers.disarm(TIMER_ACK);
             self.timers.disarm(TIMER_PROBE);
+            self.timers.disarm(TIMER_NOTICE);
         }
     }
 
@@ -498,7 +506,7 @@ impl Ftco {
             }
         }
         if self.result.is_none() {
-            let all_peers = self.up.iter().all(|&x| self.arrived(x));
+            let all_peers = self.up.iter().all(|&x| self.arrived(x)) && !self.held_by_notice(now);
             if self.at_top && self.has_up_phase() && all_peers {
                 self.result = self.pieces.combined(self.config.op);
                 self.final_peers = self.up.clone();
@@ -667,7 +675,7 @@ impl Protocol for Ftco {
             Input::Message { from, frame } => self.on_message(now, from, frame, out),
             Input::Timeout => {
                 // One Alg. 1 pass serves every due timer; only the ACK timer lets deadlines be
-                // judged. The table holds two timers, and each is taken once.
+                // judged. The table holds three timers, and each is taken once.
                 while let Some(timer) = self.timers.take_due(now) {
                     if timer == TIMER_ACK {
                         self.ack_timer_fired = true;
@@ -678,6 +686,7 @@ impl Protocol for Ftco {
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
                 self.noticed.insert(peer.0);
+                self.notice_hold(now, peer.0);
                 if self.mark_dead(peer.0) {
                     if self.phase != Phase::Idle {
                         self.recompute_view(out);
