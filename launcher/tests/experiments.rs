@@ -19,7 +19,7 @@ fn the_list_names_every_experiment() {
     let out = launch(&["experiment", "list"]);
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for name in ["fig7", "fig8", "fig9", "fig10", "table2"] {
+    for name in ["fig7", "fig8", "fig9", "fig10", "table2", "000-fig7"] {
         assert!(
             stdout.lines().any(|l| l.starts_with(name)),
             "{name}: {stdout}"
@@ -84,5 +84,49 @@ fn fig8_writes_its_csv_and_plot() {
         svg.starts_with("<svg") && svg.contains("100 inactive"),
         "{svg}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn push_sum_by_topology_writes_its_table_claims_and_plot() {
+    let _job = common::serialize();
+    let dir = common::scratch("experiments-000-fig7");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = launch(&[
+        "experiment",
+        "000-fig7",
+        "--out",
+        dir.to_str().unwrap(),
+        "--placements",
+        "2",
+        "--max-ranks",
+        "64",
+        "--threads",
+        "1",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("measured at N = 64: torus"), "{stdout}");
+    let csv = std::fs::read_to_string(dir.join("fig7.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "n,log2_n,topology,runs,median_iterations,min_iterations,max_iterations"
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // Three topologies at N = 16, 32 and 64.
+    assert_eq!(rows.len(), 9, "{csv}");
+    for row in &rows {
+        let log2: u32 = row[1].parse().unwrap();
+        let (min, max): (u32, u32) = (row[5].parse().unwrap(), row[6].parse().unwrap());
+        // Push-Sum to 1e-14 takes many times recursive doubling's log2 N steps.
+        assert!(min > 5 * log2 && min <= max, "{csv}");
+    }
+    let svg = std::fs::read_to_string(dir.join("fig7.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("torus"), "{svg}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -72,6 +72,17 @@ impl TopologyKind {
         }
     }
 
+    /// The kind's name, as [`TopologyKind::from_name`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TopologyKind::Full => "full",
+            TopologyKind::Hypercube => "hypercube",
+            TopologyKind::Torus => "torus",
+            TopologyKind::Ring => "ring",
+            TopologyKind::Bus => "bus",
+        }
+    }
+
     /// This kind over `n` ranks, with the named constructor's checks.
     pub fn build(self, n: u32) -> Result<Topology, TopologyError> {
         match self {

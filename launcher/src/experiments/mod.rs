@@ -115,6 +115,10 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
         "000 Fig. 6: iterations against the number of flips (rate 1e-4, N = 64), PFLC vs PFCC",
     ),
     (
+        "000-fig7",
+        "000 Fig. 7: synchronized Push-Sum iterations against N on full, hypercube and torus",
+    ),
+    (
         "000-fig9-10",
         "000 Figs. 9-10: HPS iterations against N for eps 1e-1 .. 1e-6",
     ),
@@ -193,6 +197,7 @@ pub fn run(args: &ExperimentArgs) -> anyhow::Result<()> {
         "000-fig3" => gossip_000::fig3(&ctx)?,
         "000-fig4-5" => gossip_000::fig4_5(&ctx)?,
         "000-fig6" => gossip_000::fig6(&ctx)?,
+        "000-fig7" => gossip_hps::fig7(&ctx)?,
         "000-fig9-10" => gossip_hps::fig9_10(&ctx)?,
         "000-fig12" => gossip_hps::fig12(&ctx)?,
         "000-fig13" => gossip_hps::fig13(&ctx)?,

@@ -1,5 +1,5 @@
-//! Paper 000's round-based gossip (Sec. 6) in the simulator: Figs. 9-10 (HPS iterations against
-//! N), Fig. 12 (HPFLC against approximate recursive doubling) and Fig. 13 (HPFLC's iteration
+//! Paper 000's round-based gossip (Sec. 6) in the simulator: Fig. 7 (synchronized Push-Sum
+//! iterations by topology, Sec. 5.1), Figs. 9-10 (HPS iterations against N), Fig. 12 (HPFLC against approximate recursive doubling) and Fig. 13 (HPFLC's iteration
 //! overhead after one bit flip in a flow variable).
 //!
 //! # How
@@ -28,10 +28,12 @@
 
 mod fig12;
 mod fig13;
+mod fig7;
 mod fig9_10;
 
 pub use fig12::fig12;
 pub use fig13::fig13;
+pub use fig7::fig7;
 pub use fig9_10::fig9_10;
 
 use std::sync::atomic::Ordering;
