@@ -142,6 +142,16 @@ fn unfinished_operations(
     if ok_survivors >= ops {
         return None;
     }
+    if survivors == 0 {
+        // Every rank failed: past the last operation any rank completed, nobody was left.
+        let first = (0..ops)
+            .find(|op| !completed_by_op.contains_key(op) || aborted_by_op.contains_key(op))
+            .unwrap_or(0);
+        return Some(format!(
+            "no rank survived: {} of {ops} operations did not complete (every rank had failed or ended in an error by operation {first})",
+            ops - ok_survivors
+        ));
+    }
     let first = (0..ops)
         .find(|op| {
             completed_by_op.get(op).copied().unwrap_or(0) < survivors
@@ -161,7 +171,9 @@ fn unfinished_operations(
 struct Judged {
     /// Largest relative error from the failure-free answer, if any result came back.
     worst: Option<f64>,
-    exact: bool,
+    /// Every result that came back is an aggregate the algorithm may return, the same at
+    /// every rank (whether every operation completed is judged apart).
+    admissible: bool,
     consistent: bool,
     /// The first disagreement found, in words.
     disagreement: Option<String>,
@@ -189,7 +201,7 @@ fn verdict(job: &BuiltinJob, judged: Judged) -> Option<String> {
     let exact_inputs = !matches!(job.input, InputKind::Uniform)
         && matches!(job.op, ReduceOp::Sum | ReduceOp::Min | ReduceOp::Max);
     let worst = judged.worst?;
-    if !exact_inputs || !judged.enumerated || judged.exact {
+    if !exact_inputs || !judged.enumerated || judged.admissible {
         return None;
     }
     Some(if judged.consistent {
@@ -546,14 +558,16 @@ impl LiveOutcome {
             .filter(|&(op, &ranks)| ranks >= survivors && !aborted_by_op.contains_key(op))
             .count() as u64;
         micros.sort_by(f64::total_cmp);
-        // Exact only if every operation asked for completed at every survivor: a job that
-        // stopped early returned no result for the rest.
-        let exact_result = ok_survivors == job.ops
-            && if self.failures.is_empty() || !admissible {
-                worst == Some(0.0)
-            } else {
-                worst_admissible == Some(0.0) && consistent
-            };
+        // Whether every result that came back is an answer the algorithm may give. The job is
+        // exact only if, besides, every operation asked for completed at every survivor: a
+        // job that stopped early returned no result for the rest (a failed job, not a wrong
+        // result: see `failed_ops`).
+        let results_admissible = if self.failures.is_empty() || !admissible {
+            worst == Some(0.0)
+        } else {
+            worst_admissible == Some(0.0) && consistent
+        };
+        let exact_result = ok_survivors == job.ops && results_admissible;
         let failed_ops = unfinished_operations(
             job.ops,
             ok_survivors,
@@ -568,7 +582,7 @@ impl LiveOutcome {
             job,
             Judged {
                 worst,
-                exact: exact_result,
+                admissible: results_admissible,
                 consistent,
                 disagreement,
                 beyond_eps: job

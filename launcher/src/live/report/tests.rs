@@ -157,3 +157,25 @@ fn a_rank_that_exited_with_an_error_before_reporting_fails_the_job() {
     let json = outcome(reports, vec![killed(3)]).builtin_report(&agreement_job(2));
     assert_eq!(json.failed_ops(), None, "{json:?}");
 }
+
+#[test]
+fn a_job_whose_every_rank_failed_fails_without_calling_its_results_wrong() {
+    // Every rank completed the first of three agreements, then all four died (the last ones
+    // fenced by the launcher): nothing came back that was wrong, and nobody was left.
+    let reports = (0..N).map(|_| vec![report(0, true, 4.0, 7)]).collect();
+    let failures = (0..N).map(killed).collect();
+    let json = outcome(reports, failures).builtin_report(&agreement_job(3));
+    assert_eq!(json.wrong(), None, "{json:?}");
+    assert!(!json.exact, "{json:?}");
+    let why = json.failed_ops().expect("nobody completed the job");
+    assert!(
+        why.starts_with("no rank survived: 2 of 3 operations") && why.contains("operation 1"),
+        "{why}"
+    );
+    // A result no subset of the inputs gives is still wrong, whatever else went missing.
+    let reports = (0..N).map(|_| vec![report(0, true, 9.0, 7)]).collect();
+    let failures = (0..N).map(killed).collect();
+    let json = outcome(reports, failures).builtin_report(&agreement_job(3));
+    let why = json.wrong().expect("9 is no sum of four ones");
+    assert!(why.contains("differs from every admissible"), "{why}");
+}
