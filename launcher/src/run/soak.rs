@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use ftcoll_algos::rng::SimRng;
+use ftcoll_runtime::control::FailureCause;
 
 use crate::soak::{
     Collective, JobPlan, JobTally, Killer, SoakArgs, SoakSummary, MAX_JUDGED_KILLS, PROGRESS_EVERY,
@@ -104,6 +105,7 @@ fn run_job(args: &SoakArgs, plan: &JobPlan, index: u64) -> anyhow::Result<(JobTa
     let fenced = outcome
         .failures
         .iter()
+        .filter(|f| f.cause != FailureCause::Exited)
         .filter(|f| !killed.iter().any(|&(rank, _)| rank == f.rank))
         .count() as u64;
     let completed = report.ops_completed();
@@ -124,7 +126,16 @@ fn run_job(args: &SoakArgs, plan: &JobPlan, index: u64) -> anyhow::Result<(JobTa
             args.hang_s
         ))
     } else {
-        super::builtin_failure(&outcome, &report)
+        super::builtin_failure(&outcome, &report).map(|why| {
+            // How each rank ended, since a real run's timing does not replay exactly: a
+            // rank fenced on suspicion and one that exited with its own error differ here.
+            let ends: Vec<String> = outcome
+                .failures
+                .iter()
+                .map(|f| format!("rank {} {} at {:.3} s", f.rank, f.how, f.at_s))
+                .collect();
+            format!("{why} (ranks that ended: {})", ends.join(", "))
+        })
     };
     let replay = match &tally.failure {
         None => String::new(),

@@ -101,8 +101,8 @@ impl Loop {
 
     /// A registered rank's control connection closed. Usually the process died (its EOF tends to
     /// arrive before the pidfd event): reap it now so the cause is its exit. A rank that drops
-    /// the connection while alive and unfinished cannot be told of failures any more: it is
-    /// killed first, then reported.
+    /// the connection while alive and unfinished cannot be told of failures any more: unless it
+    /// exits within [`FENCE_GRACE`], it is killed first, then reported.
     pub(super) fn control_closed(&mut self, poll: &mut Poll, rank: u32) {
         let slot = &mut self.ranks[rank as usize];
         if let Some(exit) = slot.remote_exit.take() {
@@ -134,7 +134,12 @@ impl Loop {
             // try_wait reaped it; `reaped` reads the stored status.
             let _ = self.reaped(poll, rank);
         } else {
-            self.fence(rank, FailureCause::ControlLost);
+            // A process tearing down its mappings on a loaded machine can take longer than
+            // that to exit: fenced at once, a rank that ended in an error of its own would be
+            // reported as a live rank the launcher killed. Its exit, if it comes within the
+            // grace, is judged for what it is; otherwise it is fenced then.
+            slot.pending_fence
+                .get_or_insert((Instant::now(), FailureCause::ControlLost));
         }
     }
 
