@@ -306,6 +306,11 @@ fn family_options(rng: &mut SimRng, algo: Algorithm, n: u32) -> Options {
             arg("--tolerate", f.to_string());
             arg("--input", "int".into());
             model.crashes = f;
+            if collective != Collective::Reduce && rng.chance(1.0 / 3.0) {
+                // Timed correction moves past silent ranks on its own, and past dead ones at
+                // once when the detector tells: as tolerant as checked, with more messages.
+                arg("--correction", format!("timed:{}", 5 + rng.below(76)));
+            }
             match collective {
                 // The value to broadcast, or the result, lives at the root: its death is
                 // outside the model (the survivors must then all fail, loudly).

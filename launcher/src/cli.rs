@@ -130,8 +130,9 @@ pub struct RunArgs {
     /// How corrected-reduce reports failures up the tree: list, count (count + bit) or bit.
     #[arg(long, default_value = "count")]
     pub failure_info: String,
-    /// Correction phase of corrected-bcast / corrected-allreduce: checked, or opportunistic:D
-    /// (the D nearest ring neighbours on each side).
+    /// Correction phase of corrected-bcast / corrected-allreduce: checked, opportunistic:D
+    /// (the D nearest ring neighbours on each side), or timed[:GAP] (checked with no failure
+    /// detector: GAP steps in the simulator, default 40; a time on real ranks, default 1ms).
     #[arg(long, default_value = "checked")]
     pub correction: String,
     /// Agreement tree of era-agree and of the library's agree/shrink: bin, star, string, or
@@ -228,7 +229,8 @@ pub struct RunArgs {
     /// LogGP's G: steps per MiB a sender spends on a message (0: message size is free).
     #[arg(long, default_value_t = 0)]
     pub gap_per_mib: u64,
-    /// Failure detector of the simulator: perfect:DELAY or timeout:PERIOD,TIMEOUT (steps).
+    /// Failure detector of the simulator: perfect:DELAY, timeout:PERIOD,TIMEOUT (steps), or
+    /// none (a crash is only silence; for algorithms that need no detector).
     #[arg(long, default_value = "perfect:0")]
     pub detector: String,
     /// Run the simulation twice and fail unless both traces hash the same.

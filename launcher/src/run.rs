@@ -134,8 +134,9 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     spec.tolerate = args.tolerate;
     spec.failure_info = ftcoll_launcher::text::options::parse_failure_info(&args.failure_info)
         .map_err(anyhow::Error::msg)?;
-    spec.correction = ftcoll_launcher::text::options::parse_correction(&args.correction)
-        .map_err(anyhow::Error::msg)?;
+    spec.correction =
+        ftcoll_launcher::text::options::parse_correction_for(&args.correction, args.sim)
+            .map_err(anyhow::Error::msg)?;
     if algo == Algorithm::EraAgree {
         // Agreement needs an idempotent operator; the default sum becomes the set union of
         // contributors (bor), which shows who participated.
@@ -226,10 +227,16 @@ pub fn ftco_options(args: &RunArgs, sim: bool) -> anyhow::Result<FtcoOptions> {
     }
 }
 
-/// Parses `perfect:DELAY` or `timeout:PERIOD,TIMEOUT`.
+/// Parses `perfect:DELAY`, `timeout:PERIOD,TIMEOUT` or `none`.
 fn parse_detector(text: &str) -> anyhow::Result<DetectorModel> {
-    let usage =
-        || format!("bad --detector '{text}'; use perfect:DELAY or timeout:PERIOD,TIMEOUT (steps)");
+    let usage = || {
+        format!(
+            "bad --detector '{text}'; use perfect:DELAY, timeout:PERIOD,TIMEOUT (steps) or none"
+        )
+    };
+    if text == "none" {
+        return Ok(DetectorModel::Silent);
+    }
     let (kind, rest) = text.split_once(':').unwrap_or((text, "0"));
     let numbers: Vec<u64> = rest
         .split(',')

@@ -9,6 +9,12 @@
 //!   dead and nobody alive on that side has been heard from within the current distance, to the
 //!   next one. A rank also answers a correction from a rank it has not corrected itself, so a rank
 //!   whose neighbours died late still hears from the next live one.
+//! - **timed** checked correction needs no failure detector, as in the PPoPP paper: a rank moves
+//!   on to the next rank of a side when nobody on that side within the current distance was heard
+//!   from `gap` after it sent, dead or merely slow (a notice, if one comes, moves it on at once).
+//!   A slow neighbour costs extra corrections, never a missed rank: delivery is at most once
+//!   whatever arrives, and every live rank with the value keeps going until it hears from a live
+//!   rank on each side (or has tried them all).
 //!
 //! A rank delivers as soon as it has the value and has sent its first corrections; the rest of
 //! checked correction (reaching past ranks that die later) is owed to neighbours and carried out
@@ -23,14 +29,14 @@
 //!    [`AbortReason::PeerFailed`] of the root.
 //!
 //! Failure-free messages: `n - 1` tree messages, plus `n * min(2d, n - 1)` opportunistic or
-//! `2n` checked corrections (none for n = 1).
+//! `2n` checked corrections (none for n = 1); timed ones too, when `gap` exceeds the round trip.
 
 use crate::protocol::{
     AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
 };
 use crate::rank::Rank;
 use crate::registry::Algorithm;
-use crate::time::Time;
+use crate::time::{Duration, Time};
 use crate::values::{Values, ValuesRef};
 use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
@@ -45,8 +51,15 @@ pub enum Correction {
         /// Neighbours per side.
         distance: u32,
     },
-    /// Keep correcting on each side until a live rank there is heard from.
+    /// Keep correcting on each side until a live rank there is heard from, moving past ranks
+    /// the failure detector reports dead.
     Checked,
+    /// Checked correction without a failure detector: move past a rank when nobody on its side
+    /// within its distance was heard from `gap` after the correction to it went out.
+    Timed {
+        /// How long to wait for a side to answer before correcting one rank further.
+        gap: Duration,
+    },
 }
 
 impl Correction {
@@ -58,8 +71,13 @@ impl Correction {
         }
         match self {
             Correction::Opportunistic { distance } => n * (2 * u64::from(distance)).min(n - 1),
-            Correction::Checked => 2 * n,
+            Correction::Checked | Correction::Timed { .. } => 2 * n,
         }
+    }
+
+    /// Whether the correction keeps going on each side until it hears from a live rank.
+    pub fn checked(self) -> bool {
+        matches!(self, Correction::Checked | Correction::Timed { .. })
     }
 }
 
@@ -116,6 +134,8 @@ struct Side {
     distance: u32,
     /// Whether the rank at `distance` has been sent to.
     sent: bool,
+    /// Timed correction: when the rank at `distance` was sent to, or found dead.
+    since: Option<Time>,
     /// Nearest distance on this side from which a live rank with the value was heard.
     heard: Option<u32>,
     done: bool,
@@ -147,6 +167,8 @@ pub struct CorrectedBcast {
     root_failed: bool,
     finished: Option<Phase>,
     counters: Counters,
+    /// The time of the latest input (timed correction measures its gaps from it).
+    now: Time,
 }
 
 impl CorrectedBcast {
@@ -166,6 +188,7 @@ impl CorrectedBcast {
             root_failed: false,
             finished: None,
             counters: Counters::default(),
+            now: Time::ZERO,
         }
     }
 
@@ -284,7 +307,7 @@ impl CorrectedBcast {
                     self.correct(to, true, out);
                 }
             }
-            Correction::Checked => {
+            Correction::Checked | Correction::Timed { .. } => {
                 self.right.distance = 1;
                 self.left.distance = 1;
                 self.advance_checked(out);
@@ -309,12 +332,17 @@ impl CorrectedBcast {
         self.send(to, CorrectedKind::BcastCorrection, flags, out);
     }
 
-    /// Moves both sides of checked correction as far as the known failures allow.
+    /// Moves both sides of checked correction as far as the known failures (and, when timed,
+    /// the silence of the ranks corrected) allow.
     fn advance_checked(&mut self, out: &mut Outbox) {
-        if !self.spread || self.config.correction != Correction::Checked {
+        if !self.spread || !self.config.correction.checked() {
             return;
         }
         let n = self.layout.size();
+        let gap = match self.config.correction {
+            Correction::Timed { gap } => Some(gap),
+            _ => None,
+        };
         for leftward in [false, true] {
             // Each turn either returns or raises the distance, which stops at n - 1.
             loop {
@@ -328,23 +356,31 @@ impl CorrectedBcast {
                 } else {
                     self.layout.ring_right(me, side.distance)
                 };
-                let target_dead = self.known_failed.contains(target);
-                if !target_dead && !side.sent {
+                let known_dead = self.known_failed.contains(target);
+                if !known_dead && !side.sent {
                     self.correct(target, leftward, out);
                 }
+                let now = self.now;
                 let side = if leftward {
                     &mut self.left
                 } else {
                     &mut self.right
                 };
-                side.sent |= !target_dead;
+                if !side.sent {
+                    side.since = Some(now);
+                }
+                side.sent |= !known_dead;
+                // Timed: silence for a gap after the correction counts as dead for moving on.
+                let silent = gap.is_some_and(|gap| side.since.is_some_and(|t| now >= t.after(gap)));
+                let passed = known_dead || silent;
                 if side.heard.is_some_and(|h| h <= side.distance)
-                    || (target_dead && side.distance >= n - 1)
+                    || (passed && side.distance >= n - 1)
                 {
                     side.done = true;
-                } else if target_dead {
+                } else if passed {
                     side.distance += 1;
                     side.sent = false;
+                    side.since = None;
                     continue;
                 }
                 break;
@@ -403,7 +439,7 @@ impl CorrectedBcast {
                 (&mut self.left, (me + n - them) % n)
             };
             side.heard = Some(side.heard.map_or(distance, |h| h.min(distance)));
-            if self.spread && self.config.correction == Correction::Checked {
+            if self.spread && self.config.correction.checked() {
                 // The sender reached us across dead ranks; it waits to hear from us.
                 self.correct(from.0, !leftward, out);
             }
@@ -455,11 +491,12 @@ impl CorrectedBcast {
 impl crate::protocol::SegmentProtocol for CorrectedBcast {}
 
 impl Protocol for CorrectedBcast {
-    fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
+    fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+        self.now = self.now.max(now);
         match input {
             Input::Start { data } => self.start(data, out),
             Input::Message { from, frame } => self.on_message(from, frame, out),
-            Input::Timeout => {}
+            Input::Timeout => self.advance_checked(out),
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
                 if self.known_failed.insert(peer.0) {
@@ -484,7 +521,21 @@ impl Protocol for CorrectedBcast {
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        None
+        let Correction::Timed { gap } = self.config.correction else {
+            return None;
+        };
+        if !self.spread {
+            return None;
+        }
+        [self.left, self.right]
+            .into_iter()
+            .filter(|side| !side.done)
+            .filter_map(|side| side.since.map(|t| t.after(gap)))
+            .min()
+    }
+
+    fn reads_clock(&self) -> bool {
+        matches!(self.config.correction, Correction::Timed { .. })
     }
 
     fn estimate(&self, dst: &mut Vec<f64>) {
@@ -504,7 +555,7 @@ impl Protocol for CorrectedBcast {
 
     fn settled(&self) -> bool {
         match self.config.correction {
-            Correction::Checked if self.spread => {
+            Correction::Checked | Correction::Timed { .. } if self.spread => {
                 (self.left.done && self.right.done) || self.layout.size() < 2
             }
             _ => true,

@@ -37,18 +37,55 @@ pub fn parse_failure_info(text: &str) -> Result<FailureInfo, String> {
         .ok_or_else(|| format!("unknown --failure-info '{text}'; use list, count or bit"))
 }
 
-/// `--correction`: `checked` or `opportunistic:D` (D >= 1).
+/// Timed correction's default gap in the simulator, in steps (about three LogP round trips).
+pub const TIMED_GAP_STEPS: u64 = 40;
+/// Timed correction's default gap on real ranks.
+pub const TIMED_GAP_LIVE: Duration = Duration::from_millis(1);
+
+/// `--correction` on real ranks (see [`parse_correction_for`]).
 pub fn parse_correction(text: &str) -> Result<Correction, String> {
+    parse_correction_for(text, false)
+}
+
+/// `--correction`: `checked`, `opportunistic:D` (D >= 1) or `timed[:GAP]`, whose GAP is a
+/// number of steps in the simulator (`sim`) and a time with its unit on real ranks.
+pub fn parse_correction_for(text: &str, sim: bool) -> Result<Correction, String> {
+    use ftcoll_algos::time::Duration as Ticks;
+    let usage = || {
+        format!(
+            "unknown --correction '{text}'; use checked, opportunistic:D with D >= 1, or timed[:GAP]"
+        )
+    };
     if text == "checked" {
         return Ok(Correction::Checked);
+    }
+    if let Some(rest) = text.strip_prefix("timed") {
+        let gap = match (rest.strip_prefix(':'), sim) {
+            (None, _) if !rest.is_empty() => return Err(usage()),
+            (None, true) => Ticks(TIMED_GAP_STEPS),
+            (None, false) => Ticks(TIMED_GAP_LIVE.as_nanos() as u64),
+            (Some(gap), _) => match (parse_time("correction gap", gap), sim) {
+                (Ok(FaultTime::Steps(steps)), true) if steps > 0 => Ticks(steps),
+                (Ok(FaultTime::Nanos(nanos)), false) if nanos > 0 => Ticks(nanos),
+                (_, true) => {
+                    return Err(format!(
+                        "--correction '{text}': in the simulator the gap is a positive number of steps, e.g. timed:40"
+                    ))
+                }
+                (_, false) => {
+                    return Err(format!(
+                        "--correction '{text}': on real ranks the gap is a positive time with its unit, e.g. timed:1ms"
+                    ))
+                }
+            },
+        };
+        return Ok(Correction::Timed { gap });
     }
     text.strip_prefix("opportunistic:")
         .and_then(|d| d.parse::<u32>().ok())
         .filter(|&d| d >= 1)
         .map(|distance| Correction::Opportunistic { distance })
-        .ok_or_else(|| {
-            format!("unknown --correction '{text}'; use checked or opportunistic:D with D >= 1")
-        })
+        .ok_or_else(usage)
 }
 
 /// A positive wall-clock time with its unit (`100ms`), as real runs take it.
@@ -89,9 +126,26 @@ mod tests {
             parse_correction("opportunistic:3"),
             Ok(Correction::Opportunistic { distance: 3 })
         );
-        for bad in ["opportunistic:0", "opportunistic", "eager"] {
+        for bad in [
+            "opportunistic:0",
+            "opportunistic",
+            "eager",
+            "timedx",
+            "timed:0ms",
+        ] {
             assert!(parse_correction(bad).is_err(), "{bad}");
         }
+        use ftcoll_algos::time::Duration as Ticks;
+        let timed = |gap| Ok(Correction::Timed { gap: Ticks(gap) });
+        assert_eq!(parse_correction("timed:250us"), timed(250_000));
+        assert_eq!(parse_correction("timed"), timed(1_000_000));
+        assert_eq!(parse_correction_for("timed:25", true), timed(25));
+        assert_eq!(parse_correction_for("timed", true), timed(TIMED_GAP_STEPS));
+        // Units where steps are meant, and steps where a time is, say which to use.
+        let wrong_unit = parse_correction_for("timed:25us", true).unwrap_err();
+        assert!(wrong_unit.contains("number of steps"), "{wrong_unit}");
+        let no_unit = parse_correction("timed:25").unwrap_err();
+        assert!(no_unit.contains("with its unit"), "{no_unit}");
         assert_eq!(parse_wall_time("5ms"), Ok(Duration::from_millis(5)));
         assert!(parse_wall_time("5").is_err());
         assert!(parse_wall_time("0ms").is_err());

@@ -125,7 +125,7 @@ impl EraCase {
         }
         SimConfig {
             ranks_per_node: self.ranks_per_node,
-            ..checked_config(self.seed, faults, self.spread, self.detect_delay)
+            ..checked_config(self.seed, faults, self.spread, Some(self.detect_delay))
         }
     }
 

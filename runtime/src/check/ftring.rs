@@ -164,7 +164,7 @@ pub fn check_ft_ring_case(case: &FtRingCase) -> Result<FtRingRun, FtRingViolatio
         case.seed,
         kill_faults(&case.failures),
         case.spread,
-        case.detect_delay,
+        Some(case.detect_delay),
     );
     let mut sim = Simulation::new(config, ranks, case.inputs(), case.len, ReduceOp::Sum)
         .map_err(|e| fail(format!("set-up: {e}")))?;
