@@ -180,6 +180,10 @@ pub struct JobTally {
     pub disagreed: bool,
     /// Why the job failed its verdict (wrong, inconsistent, incomplete, timed out, hung).
     pub failure: Option<String>,
+    /// Why no rank survived although the soak left two alive: the launcher fenced the last
+    /// ones on suspicion, and every result that came back was admissible and consistent (see
+    /// `run::soak`). Not a failure of the collective; counted apart.
+    pub fenced_out: Option<String>,
 }
 
 /// The soak's totals (its `--json`).
@@ -203,6 +207,11 @@ pub struct SoakSummary {
     pub disagreements: u64,
     /// Jobs whose verdict failed (hangs and disagreements included).
     pub failed_jobs: u64,
+    /// Jobs left with no rank because the launcher fenced the last live ones (a stalled
+    /// machine), every returned result admissible: counted, not failed.
+    pub fenced_out_jobs: u64,
+    /// The first fenced-out jobs: how their ranks ended, and their replay commands.
+    pub fenced_out: Vec<String>,
     pub wall_s: f64,
     pub agreements_per_s: f64,
     pub kills_per_s: f64,
@@ -229,6 +238,13 @@ impl SoakSummary {
         self.fenced += tally.fenced;
         self.hangs += u64::from(tally.hung);
         self.disagreements += u64::from(tally.disagreed);
+        if let Some(why) = &tally.fenced_out {
+            self.fenced_out_jobs += 1;
+            if self.fenced_out.len() < MAX_REPORTED_FAILURES {
+                self.fenced_out
+                    .push(format!("job {}: {why}: {replay}", self.jobs - 1));
+            }
+        }
         if let Some(why) = &tally.failure {
             self.failed_jobs += 1;
             if self.failures.len() < MAX_REPORTED_FAILURES {
@@ -241,13 +257,14 @@ impl SoakSummary {
     /// One line of totals.
     pub fn line(&self, wall_s: f64) -> String {
         format!(
-            "soak {wall_s:.0} s: {} jobs of {} ranks, {} agreements, {} allreduces, {} kills, {} fenced, {} hangs, {} disagreements, {} failed jobs",
+            "soak {wall_s:.0} s: {} jobs of {} ranks, {} agreements, {} allreduces, {} kills, {} fenced ({} jobs fenced out), {} hangs, {} disagreements, {} failed jobs",
             self.jobs,
             self.ranks,
             self.agreements,
             self.allreduces,
             self.kills,
             self.fenced,
+            self.fenced_out_jobs,
             self.hangs,
             self.disagreements,
             self.failed_jobs

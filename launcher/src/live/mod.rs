@@ -16,7 +16,7 @@ mod spec;
 mod watch;
 
 pub use job::{run, run_with_console};
-pub use report::{BuiltinJob, Expected, LiveJson, LiveOutcome};
+pub use report::{BuiltinJob, Expected, FailureRecord, LiveJson, LiveOutcome};
 pub use spec::{LaunchOptions, LiveSpec};
 pub use watch::{Flow, JobHandle, Watcher};
 

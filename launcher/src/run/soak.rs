@@ -67,6 +67,9 @@ pub fn soak(args: &SoakArgs) -> anyhow::Result<()> {
     summary.agreements_per_s = summary.agreements as f64 / summary.wall_s.max(1e-9);
     summary.kills_per_s = summary.kills as f64 / summary.wall_s.max(1e-9);
     println!("{}", summary.line(summary.wall_s));
+    for fenced_out in &summary.fenced_out {
+        println!("fenced out: {fenced_out}");
+    }
     for failure in &summary.failures {
         println!("failed: {failure}");
     }
@@ -120,7 +123,7 @@ fn run_job(args: &SoakArgs, plan: &JobPlan, index: u64) -> anyhow::Result<(JobTa
         Collective::Agreement => tally.agreements = completed,
         Collective::Allreduce { .. } => tally.allreduces = completed,
     }
-    tally.failure = if tally.hung {
+    let failure = if tally.hung {
         Some(format!(
             "no rank reported for {} s: the job hung",
             args.hang_s
@@ -137,7 +140,21 @@ fn run_job(args: &SoakArgs, plan: &JobPlan, index: u64) -> anyhow::Result<(JobTa
             format!("{why} (ranks that ended: {})", ends.join(", "))
         })
     };
-    let replay = match &tally.failure {
+    let returned_right = report.wrong().is_none() && report.consistent();
+    if failure.is_some()
+        && fenced_out(
+            &outcome.failures,
+            args.n,
+            fenced,
+            returned_right,
+            tally.hung,
+        )
+    {
+        tally.fenced_out = failure;
+    } else {
+        tally.failure = failure;
+    }
+    let replay = match tally.failure.as_ref().or(tally.fenced_out.as_ref()) {
         None => String::new(),
         Some(_) => {
             let kills = killed
@@ -151,4 +168,55 @@ fn run_job(args: &SoakArgs, plan: &JobPlan, index: u64) -> anyhow::Result<(JobTa
         }
     };
     Ok((tally, replay))
+}
+
+/// Whether a job that could not finish was left with no rank by the launcher's fences alone.
+/// The soak leaves two ranks alive; if the launcher then fenced the last ones on suspicion (a
+/// machine that stalled them for the suspicion timeout) and everything that came back was
+/// right (`returned_right`: admissible and consistent), the collective did no wrong: the job
+/// is counted apart and printed, not failed. A hang or a rank's own error still fails it.
+fn fenced_out(
+    failures: &[crate::live::FailureRecord],
+    n: u32,
+    fenced: u64,
+    returned_right: bool,
+    hung: bool,
+) -> bool {
+    let nobody_left = failures.len() >= n as usize;
+    let gave_up = failures.iter().any(|f| f.gave_up);
+    nobody_left && fenced > 0 && returned_right && !hung && !gave_up
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::FailureRecord;
+
+    fn ended(rank: u32, cause: FailureCause, gave_up: bool) -> FailureRecord {
+        FailureRecord {
+            rank,
+            cause,
+            how: String::new(),
+            at_s: 1.0,
+            gave_up,
+        }
+    }
+
+    #[test]
+    fn only_a_job_emptied_by_fences_with_right_results_is_fenced_out() {
+        // Two ranks killed by the soak, the last two fenced on heartbeat timeouts.
+        let mut failures: Vec<FailureRecord> = (0..2)
+            .map(|r| ended(r, FailureCause::Exited, false))
+            .collect();
+        failures.extend((2..4).map(|r| ended(r, FailureCause::HeartbeatTimeout, false)));
+        assert!(fenced_out(&failures, 4, 2, true, false));
+        // Not when a result was wrong, the job hung, a rank is left, or nobody was fenced.
+        assert!(!fenced_out(&failures, 4, 2, false, false));
+        assert!(!fenced_out(&failures, 4, 2, true, true));
+        assert!(!fenced_out(&failures[..3], 4, 1, true, false));
+        assert!(!fenced_out(&failures, 4, 0, true, false));
+        // Nor when a rank ended in an error of its own.
+        failures[1].gave_up = true;
+        assert!(!fenced_out(&failures, 4, 2, true, false));
+    }
 }
