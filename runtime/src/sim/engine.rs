@@ -2,6 +2,8 @@
 
 mod faults;
 mod report;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeSet;
 
@@ -15,6 +17,11 @@ use super::plan::{CompiledPlan, MessageFlip, TimedFault};
 use super::queue::{EventClass, EventQueue};
 use super::trace::TraceHash;
 use super::{exact_aggregate, CrashCause, OracleWatch, SimConfig, SimError, SimReport};
+
+/// Timeouts in a row that change nothing, leave the deadline in the past and send nothing,
+/// after which a run ends as truncated (a protocol's bug; the real executor ends such an
+/// operation by its time limit).
+const MAX_IDLE_TIMEOUTS: u32 = 100_000;
 
 /// A simulator event.
 #[derive(Clone, Copy, Debug)]
@@ -138,6 +145,9 @@ pub struct Simulation<P: Protocol> {
     all_live: Option<AllLiveOracle>,
     /// Most rounds any rank completed so far.
     max_round_seen: u32,
+    /// Timeouts in a row after which the rank's deadline was still due and unchanged: a
+    /// protocol whose timer stays in the past would otherwise fire at one instant for ever.
+    idle_timeouts: u32,
     /// Next virtual time at which the error history is sampled.
     next_sample: u64,
     /// Debug builds check each protocol's invariants after every step of a run without bit
@@ -221,6 +231,7 @@ impl<P: Protocol> Simulation<P> {
             held: std::collections::BTreeMap::new(),
             all_live,
             max_round_seen: 0,
+            idle_timeouts: 0,
             next_sample: 0,
             check_invariants,
         })
@@ -268,7 +279,10 @@ impl<P: Protocol> Simulation<P> {
         let Some((at, class, event)) = self.queue.pop() else {
             return false;
         };
-        if self.report.events >= self.config.max_events || at > self.config.max_time {
+        if self.report.events >= self.config.max_events
+            || at > self.config.max_time
+            || self.idle_timeouts >= MAX_IDLE_TIMEOUTS
+        {
             self.report.truncated = true;
             return false;
         }
@@ -530,11 +544,15 @@ impl<P: Protocol> Simulation<P> {
     fn handle_input(&mut self, rank: u32, now: Time, input: Input<'_>) {
         let r = rank as usize;
         // A wakeup uses up the one queued for the deadline it serves.
-        let armed = match input {
-            Input::Timeout => None,
-            _ => self.ranks[r].poll_timeout(),
-        };
+        let before = self.ranks[r].poll_timeout();
+        let timeout = matches!(input, Input::Timeout);
+        let armed = if timeout { None } else { before };
         self.ranks[r].handle(now, input, &mut self.outbox);
+        let stuck = timeout
+            && self.outbox.is_empty()
+            && self.ranks[r].poll_timeout() == before
+            && before.is_some_and(|deadline| deadline <= now);
+        self.idle_timeouts = if stuck { self.idle_timeouts + 1 } else { 0 };
         self.after_handle(rank, now, armed);
     }
 
