@@ -131,7 +131,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "count")]
     pub failure_info: String,
     /// Correction phase of corrected-bcast / corrected-allreduce: checked, opportunistic:D
-    /// (the D nearest ring neighbours on each side), or timed[:GAP] (checked with no failure
+    /// (the D nearest ring neighbours on each side), or `timed[:GAP]` (checked with no failure
     /// detector: GAP steps in the simulator, default 40; a time on real ranks, default 1ms).
     #[arg(long, default_value = "checked")]
     pub correction: String,
