@@ -14,6 +14,18 @@ fn launch(args: &[&str]) -> std::process::Output {
         .expect("ftcoll-launch runs")
 }
 
+/// Runs an experiment that must succeed; its stdout.
+fn launch_ok(args: &[&str]) -> String {
+    let out = launch(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 #[test]
 fn the_list_names_every_experiment() {
     let out = launch(&["experiment", "list"]);
@@ -35,7 +47,7 @@ fn fig8_writes_its_csv_and_plot() {
     let _job = common::serialize();
     let dir = common::scratch("experiments-fig8");
     let _ = std::fs::remove_dir_all(&dir);
-    let out = launch(&[
+    let stdout = launch_ok(&[
         "experiment",
         "fig8",
         "--out",
@@ -49,12 +61,6 @@ fn fig8_writes_its_csv_and_plot() {
         "--threads",
         "1",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(stdout.contains("base seed 5"), "{stdout}");
     let csv = std::fs::read_to_string(dir.join("fig8.csv")).unwrap();
     let mut lines = csv.lines();
@@ -92,7 +98,7 @@ fn push_sum_by_topology_writes_its_table_claims_and_plot() {
     let _job = common::serialize();
     let dir = common::scratch("experiments-000-fig7");
     let _ = std::fs::remove_dir_all(&dir);
-    let out = launch(&[
+    let stdout = launch_ok(&[
         "experiment",
         "000-fig7",
         "--out",
@@ -104,12 +110,6 @@ fn push_sum_by_topology_writes_its_table_claims_and_plot() {
         "--threads",
         "1",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(stdout.contains("measured at N = 64: torus"), "{stdout}");
     let csv = std::fs::read_to_string(dir.join("fig7.csv")).unwrap();
     let mut lines = csv.lines();
