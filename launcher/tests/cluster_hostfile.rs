@@ -115,7 +115,7 @@ fn a_killed_remote_rank_and_a_lost_host_are_reported_and_survivors_finish() {
             "--algo",
             "ftco-allreduce",
         ])
-        .args(["--detect-timeout", "50ms", "--input", "int", "--ops", "400"])
+        .args(["--detect-timeout", "1s", "--input", "int", "--ops", "400"])
         .args([
             "--fault",
             "kill:rank=1,at=100ms",
