@@ -155,7 +155,6 @@ pub struct RunArgs {
     pub service_distance: String,
     /// On real ranks, the ftco-* algorithms also act on the launcher's failure notices during
     /// the operation (by default they detect failures by their own timeouts only, as 004).
-    /// Known bug: a root dying during the operation can then leave peer roots probing.
     #[arg(long)]
     pub ftco_notices: bool,
     /// The ftco-* algorithms use the detection timeout itself for every message, as with
