@@ -37,10 +37,14 @@ impl Communicator {
         // Neighbours may still be correcting towards this rank; answer them before leaving.
         let serve_until = Instant::now() + self.op_timeout.min(LINGER_AT_EXIT);
         self.endpoint().serve_lingering(self.ops + 1, serve_until)?;
+        // Receiving all the while: a peer may be sending to this rank a frame that leaves it
+        // only as this rank reads, while waiting for its own sends in turn.
         while self.endpoint().transport.progress()? > 0 && Instant::now() < deadline {
-            self.endpoint()
-                .transport
-                .wait(Some(Duration::from_millis(1)))?;
+            if !self.endpoint().serve_between_operations()? {
+                self.endpoint()
+                    .transport
+                    .wait(Some(Duration::from_millis(1)))?;
+            }
         }
         self.control.finished(own_pss_kb())?;
         Ok(())

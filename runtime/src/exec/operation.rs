@@ -15,11 +15,11 @@ use crate::transport::Transport;
 const DEADLINE_CHECK_TURNS: u32 = 16;
 
 /// An operation's time limit, checked every few turns of its loop.
-struct OpDeadline {
-    limit: Duration,
+pub(super) struct OpDeadline {
+    pub(super) limit: Duration,
     /// Set at the first clock read the loop needs (or at the start of a protocol that reads
     /// the clock): a polling rank's short operation then reads the clock once.
-    at: Option<Instant>,
+    pub(super) at: Option<Instant>,
     turns: u32,
 }
 
@@ -228,7 +228,7 @@ impl<T: Transport> Endpoint<T> {
             if let Some(end) = ended(protocol) {
                 self.remember_final(protocol);
                 // Let queued sends finish: peers need them even though we are done.
-                self.drain_sends(deadline.at, deadline.limit)?;
+                self.drain_sends(protocol, op_id, timed, deadline, stats)?;
                 return Ok(end);
             }
             // The loop is the latency path of every collective: the clock is read every few

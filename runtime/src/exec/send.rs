@@ -3,10 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use ftcoll_algos::protocol::{Event, Outbox};
+use ftcoll_algos::protocol::{Event, Outbox, Protocol};
 use ftcoll_algos::Rank;
 
-use super::{log_rejected, Endpoint, ExecError, OpStats, MAX_SUSPICIONS};
+use super::operation::OpDeadline;
+use super::{log_rejected, Endpoint, ExecError, OpStats, MAX_SUSPICIONS, RECV_BATCH};
 use crate::transport::Transport;
 
 impl<T: Transport> Endpoint<T> {
@@ -101,23 +102,35 @@ impl<T: Transport> Endpoint<T> {
         Ok(())
     }
 
-    /// Waits (bounded) until queued sends have left.
-    pub(super) fn drain_sends(
+    /// Waits (bounded by the operation's deadline) until queued sends have left, receiving
+    /// all the while. A peer may be draining towards this rank too: over TCP a frame larger
+    /// than the sockets' buffers leaves only as the receiver reads it, so two ranks that both
+    /// waited for their own sends without reading would wait for each other until the
+    /// deadline (a 4 MB corrected broadcast at n = 4 did). Frames of the finished operation
+    /// still reach it, later operations' are held and services' are served, as in its loop.
+    pub(super) fn drain_sends<P: Protocol>(
         &mut self,
-        deadline: Option<Instant>,
-        limit: Duration,
+        protocol: &mut P,
+        op_id: u64,
+        timed: bool,
+        deadline: &mut OpDeadline,
+        stats: &mut OpStats,
     ) -> Result<(), ExecError> {
         if self.transport.progress()? == 0 {
             return Ok(());
         }
-        let deadline = deadline.unwrap_or_else(|| Instant::now() + limit);
-        let mut stats = OpStats::default();
+        let deadline = *deadline
+            .at
+            .get_or_insert_with(|| Instant::now() + deadline.limit);
         while self.transport.progress()? > 0 && Instant::now() < deadline {
             for world in self.absorb_failures() {
-                self.notify_lingering(world, &mut stats)?;
+                self.notify_lingering(world, stats)?;
                 self.drained_notices.push(world);
             }
-            self.transport.wait(Some(Duration::from_millis(1)))?;
+            let handled = self.receive::<P, RECV_BATCH>(protocol, op_id, true, timed, stats)?;
+            if handled == 0 {
+                self.transport.wait(Some(Duration::from_millis(1)))?;
+            }
         }
         Ok(())
     }
