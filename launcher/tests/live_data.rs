@@ -75,12 +75,14 @@ fn a_vector_larger_than_the_old_control_cap_is_exact_over_tcp() {
 /// The fault-tolerant collectives carry their vector in one frame; over TCP a frame of
 /// megabytes outgrows the sockets' buffers and leaves only as the receiver reads it. A rank
 /// that waited for its own sends to leave without reading deadlocked with a peer doing the
-/// same (the corrected broadcast of 4 MB at n = 4 hung).
+/// same (the corrected broadcast of 4 MB at n = 4 hung), and FTCO's 100 ms timeouts took
+/// live ranks busy moving 24 MB for dead and had them fenced.
 #[test]
 fn fault_tolerant_collectives_move_vectors_larger_than_the_sockets_over_tcp() {
     for (algo, len) in [
         ("corrected-bcast", "500000"),
         ("corrected-allreduce", "1000000"),
+        ("ftco-allreduce", "3000000"),
     ] {
         let args = [
             "-n",

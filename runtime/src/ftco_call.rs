@@ -21,6 +21,12 @@ use crate::comm::{CommError, Communicator, Outcome};
 const REAL_ETA_LATENCY_NS: u64 = 50_000;
 /// Per-message overhead f_ETA assumes on real ranks.
 const REAL_ETA_OVERHEAD_NS: u64 = 5_000;
+/// What one MiB of a message adds on real ranks: 10 ms, i.e. a rank that moves data at
+/// 100 MiB/s or more is not taken for silent. A 24 MB allreduce over TCP at n = 4 on a 2-core
+/// machine crosses a link at a few hundred MB/s; without this allowance three of its four live
+/// ranks were taken for dead by 100 ms timeouts and fenced. The price: with vectors of
+/// megabytes, detecting a death waits for the transfers the dead rank's peers expected.
+const REAL_TRANSFER_PER_MIB_NS: u64 = 10_000_000;
 
 /// The FTCO options of real ranks: times in nanoseconds, f_ETA's costs those of one machine.
 pub fn real_time_options(
@@ -39,6 +45,7 @@ pub fn real_time_options(
         costs: ftcoll_algos::ftco::LogP {
             latency: Ticks(REAL_ETA_LATENCY_NS),
             overhead: Ticks(REAL_ETA_OVERHEAD_NS),
+            per_mib: Ticks(REAL_TRANSFER_PER_MIB_NS),
         },
         service,
         ..FtcoOptions::default()
@@ -119,7 +126,7 @@ impl Communicator {
             .filter(|&i| failed.binary_search(&members[i as usize]).is_ok())
             .map(Rank)
             .collect();
-        let config = call
+        let mut config = call
             .options
             .config(
                 Rank(self.rank()),
@@ -131,6 +138,9 @@ impl Communicator {
                 call.seed,
             )
             .map_err(CommError::Config)?;
+        // An average carries its weight as one more element.
+        let elements = data.len() as u64 + u64::from(op == ReduceOp::Average);
+        config.payload_bytes = elements.saturating_mul(8);
         let shell = self.whole_vector_shell(call.collective.algo(), op, data.len())?;
         let reduces = call.collective != Collective::Bcast;
         // Who the result leaves out, from its contributor set (member indices to world ranks).

@@ -458,9 +458,7 @@ impl Ftco {
     /// from the first would take a leaf that answered at once for dead.
     fn departure(&self, now: Time, out: &Outbox) -> Time {
         let queued = out.send_count() as u64;
-        now.after(Duration(
-            self.config.costs.overhead.0.saturating_mul(queued),
-        ))
+        now.after(Duration(self.costs().overhead.0.saturating_mul(queued)))
     }
 
     fn send_control(&mut self, x: u32, kind: FtcoKind, aux: u64, out: &mut Outbox) -> u32 {
@@ -603,7 +601,7 @@ impl Ftco {
         let c = &self.config;
         let eta = self
             .view
-            .eta_result(Time::ZERO, c.costs, c.eta_slack, self.me)
+            .eta_result(Time::ZERO, self.costs(), c.eta_slack, self.me)
             .0;
         let widest = u64::from(c.tree.child_count(Rank(0))) + 1;
         let probes = 3 * 2 * widest * c.detect_timeout.0;
@@ -756,6 +754,10 @@ impl Ftco {
 
     pub(super) fn timeout_for_tests(&self, x: u32) -> Duration {
         self.timeout_for(x)
+    }
+
+    pub(super) fn costs_for_tests(&self) -> super::LogP {
+        self.costs()
     }
 
     pub(super) fn draw_service_distance_for_tests(&mut self) -> u32 {

@@ -115,6 +115,10 @@ pub struct LogP {
     pub latency: Duration,
     /// Per-message overhead o (send or receive).
     pub overhead: Duration,
+    /// What one MiB of payload adds to a message (LogGP's G): zero in 004's model, where a
+    /// message's size costs nothing. On real ranks a vector of megabytes takes milliseconds
+    /// to cross, and a rank busy moving one is not a silent rank.
+    pub per_mib: Duration,
 }
 
 /// Message kinds of FTCO.
@@ -182,6 +186,9 @@ pub struct FtcoConfig {
     pub seed: u64,
     /// Most frames held in the inbound queue; more are rejected and counted.
     pub max_queue: usize,
+    /// Bytes of the vector one piece carries (0 where unknown): with `costs.per_mib`, the time
+    /// each message takes to cross, added to f_ETA and to every timeout.
+    pub payload_bytes: u64,
 }
 
 impl FtcoConfig {
@@ -197,6 +204,7 @@ impl FtcoConfig {
             costs: LogP {
                 latency: Duration(10),
                 overhead: Duration(1),
+                per_mib: Duration(0),
             },
             eta_slack: 2,
             detect_timeout: Duration(40),
@@ -205,6 +213,7 @@ impl FtcoConfig {
             known_dead: Vec::new(),
             seed: 0,
             max_queue: 4096,
+            payload_bytes: 0,
         }
     }
 }

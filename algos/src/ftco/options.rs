@@ -41,6 +41,7 @@ impl Default for FtcoOptions {
             costs: LogP {
                 latency: Duration(10),
                 overhead: Duration(1),
+                per_mib: Duration(0),
             },
             eta_slack: 2,
             service: ServiceDistance::Rsd { ratio: 0.5 },

@@ -16,6 +16,7 @@ use crate::wire::{encode, Frame, FrameHeader, OpId};
 use crate::Event;
 
 mod cases;
+mod transfer;
 
 const LATENCY: u64 = 10;
 

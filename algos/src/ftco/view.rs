@@ -20,7 +20,7 @@ pub(crate) struct View {
 }
 
 impl View {
-    fn roots_are_peers(&self) -> bool {
+    pub fn roots_are_peers(&self) -> bool {
         self.collective == Collective::Allreduce
     }
 
@@ -227,6 +227,18 @@ impl View {
         }
         let degree = u64::from(self.child_count(x)) + u64::from(roots.saturating_sub(1).max(1));
         tree.max(Duration(base.0.saturating_mul(degree)))
+    }
+
+    /// The neighbours `x` answers: its children and its parent, or, as a member of the
+    /// allreduce root set of `roots` members, its children and the other members (as in
+    /// [`View::timeout_of`]).
+    pub fn degree(&self, x: u32, at_top: bool, roots: u32) -> u64 {
+        let children = u64::from(self.child_count(x));
+        if at_top && self.roots_are_peers() {
+            children + u64::from(roots.saturating_sub(1).max(1))
+        } else {
+            children + 1
+        }
     }
 
     /// The cost of one tree level in the LogP-like model: a message's latency plus the

@@ -5,13 +5,30 @@ use crate::protocol::{Event, Outbox};
 use crate::rank::Rank;
 use crate::time::{Duration, Time};
 
-use super::super::{Collective, FtcoKind};
+use super::super::view::View;
+use super::super::{Collective, FtcoKind, LogP};
 use super::{Ftco, TIMER_ACK, TIMER_PROBE};
 
 impl Ftco {
     /// f_timeout(me, x) in the current view.
     pub(super) fn timeout_for(&self, x: u32) -> Duration {
         peer_timeout(self, x)
+    }
+
+    /// The time one vector takes to cross: LogGP's G times its size (zero in 004's model).
+    pub(super) fn transfer(&self) -> Duration {
+        let c = &self.config;
+        Duration(c.costs.per_mib.0.saturating_mul(c.payload_bytes) >> 20)
+    }
+
+    /// The costs f_ETA and the send times assume: every message's overhead includes the
+    /// transfer of a vector, which DATA carries and a control message may wait behind.
+    pub(super) fn costs(&self) -> LogP {
+        let c = self.config.costs;
+        LogP {
+            overhead: Duration(c.overhead.0.saturating_add(self.transfer().0)),
+            ..c
+        }
     }
 
     /// Re-derives the root-set size and every peer's timeout after a death: a peer may have
@@ -40,15 +57,20 @@ impl Ftco {
         // live peer is at the top exactly when it is in the root set; a dead one (whose
         // ancestors may all be dead too) is walked up.
         let base = self.config.detect_timeout;
+        let transfer = self.transfer();
         for (&x, peer) in self.peers.iter_mut() {
             let at_top = if self.dead.contains(x) {
                 self.view.at_top(x, &self.dead)
             } else {
                 tops.binary_search(&x).is_ok()
             };
-            peer.timeout = self
-                .view
-                .timeout_of(base, peer.distance, x, at_top, self.root_count);
+            let allowance = transfer_allowance(&self.view, transfer, x, at_top, self.root_count);
+            peer.timeout = Duration(
+                self.view
+                    .timeout_of(base, peer.distance, x, at_top, self.root_count)
+                    .0
+                    .saturating_add(allowance.0),
+            );
         }
     }
 
@@ -62,14 +84,15 @@ impl Ftco {
         if self.has_up_phase() && !self.down_satisfied() {
             let eta = self
                 .view
-                .eta_subtree(self.start, c.costs, c.eta_slack, self.me);
+                .eta_subtree(self.start, self.costs(), c.eta_slack, self.me);
             return Some((eta, true));
         }
         let eta = if self.at_top && c.collective == Collective::Allreduce {
-            self.view.eta_exchange(self.start, c.costs, c.eta_slack)
+            self.view
+                .eta_exchange(self.start, self.costs(), c.eta_slack)
         } else if !self.at_top && c.collective != Collective::Reduce {
             self.view
-                .eta_result(self.start, c.costs, c.eta_slack, self.me)
+                .eta_result(self.start, self.costs(), c.eta_slack, self.me)
         } else {
             return None;
         };
@@ -192,9 +215,27 @@ impl Ftco {
 /// updated in place while the rest of the state is read).
 fn peer_timeout(ftco: &Ftco, x: u32) -> Duration {
     let base = ftco.config.detect_timeout;
-    if ftco.config.fixed_timeout {
-        return base;
-    }
-    ftco.view
-        .timeout_at_top(base, ftco.me, x, &ftco.dead, ftco.root_count)
+    let at_top = ftco.view.roots_are_peers() && ftco.view.at_top(x, &ftco.dead);
+    let allowance = transfer_allowance(&ftco.view, ftco.transfer(), x, at_top, ftco.root_count);
+    let timeout = if ftco.config.fixed_timeout {
+        base
+    } else {
+        ftco.view
+            .timeout_at_top(base, ftco.me, x, &ftco.dead, ftco.root_count)
+    };
+    Duration(timeout.0.saturating_add(allowance.0))
+}
+
+/// What a timeout towards `x` adds for the vectors `x` may move before it answers: one from
+/// each of its neighbours (its degree) and its own, sent ahead of the answer on the same
+/// link. Zero in 004's model, where a message's size costs nothing.
+fn transfer_allowance(
+    view: &View,
+    transfer: Duration,
+    x: u32,
+    at_top: bool,
+    roots: u32,
+) -> Duration {
+    let vectors = view.degree(x, at_top, roots).saturating_add(1);
+    Duration(transfer.0.saturating_mul(vectors))
 }
