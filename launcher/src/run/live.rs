@@ -206,7 +206,7 @@ fn check_whole_vector(
     let most = frame.saturating_sub(slack) / 8;
     if args.len > most {
         bail!(
-            "{algo} carries its vector in one frame: at most {most} elements over {transport} with {} ranks, not --len {}; lower --len or use --algo rdb, direct or ring",
+            "{algo} carries its vector in one frame: at most {most} elements over {transport} with {} ranks, not --len {}; lower --len, or use --algo ft-ring (fault-tolerant, any length) or rdb, direct or ring",
             args.n,
             args.len
         );

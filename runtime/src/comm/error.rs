@@ -63,7 +63,7 @@ pub enum CommError {
         remote_len: u64,
     },
     /// A vector longer than an algorithm that must see it whole carries on this transport.
-    #[error("{algorithm} carries at most {most} elements per call on this transport, got {len}; split the vector or use an allreduce that segments it (rdb, direct, ring)")]
+    #[error("{algorithm} carries at most {most} elements per call on this transport, got {len}; split the vector, or use `ft_allreduce` (fault-tolerant, any length) or an allreduce that segments it (rdb, direct, ring)")]
     TooLong {
         /// The algorithm's name.
         algorithm: &'static str,
