@@ -179,7 +179,7 @@ pub enum TransportError {
         why: String,
     },
     /// A frame larger than the backend carries in one piece.
-    #[error("frame of {len} bytes exceeds the transport's limit of {limit} bytes; raise FTCOLL_SHM_LANE_BYTES or send smaller vectors")]
+    #[error("frame of {len} bytes exceeds the transport's limit of {limit} bytes; send smaller vectors (over shared memory, FTCOLL_SHM_LANE_BYTES raises the limit)")]
     FrameTooLarge {
         /// Frame length.
         len: usize,
