@@ -141,6 +141,11 @@ impl Communicator {
         // An average carries its weight as one more element.
         let elements = data.len() as u64 + u64::from(op == ReduceOp::Average);
         config.payload_bytes = elements.saturating_mul(8);
+        // DATA to peer roots carries one vector per piece; past a frame it goes in parts.
+        let trailer = crate::comm::whole_vector_trailer_bytes(self.size());
+        config.max_data_bytes =
+            self.max_frame_bytes()
+                .saturating_sub(ftcoll_algos::wire::HEADER_BYTES + trailer) as u64;
         let shell = self.whole_vector_shell(call.collective.algo(), op, data.len())?;
         let reduces = call.collective != Collective::Bcast;
         // Who the result leaves out, from its contributor set (member indices to world ranks).

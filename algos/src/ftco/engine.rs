@@ -3,6 +3,7 @@
 mod inbound;
 mod inspect;
 mod notices;
+mod outbound;
 mod timeouts;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -17,10 +18,10 @@ use crate::time::{Duration, Time};
 use crate::values::{finish_estimate, Dtype, Values, ValuesRef};
 use crate::wire::FrameHeader;
 
-use super::pieces::{append_values, empty_like, Piece, PieceSet};
+use super::pieces::{Piece, PieceSet};
 use super::ranges::Contributors;
 use super::view::View;
-use super::{Collective, FtcoConfig, FtcoKind, ServiceDistance, FLAG_DEAD_SET, FLAG_RESULT};
+use super::{Collective, FtcoConfig, FtcoKind, ServiceDistance};
 
 /// Timer: the earliest deadline for an ACK (Alg. 4, first part).
 const TIMER_ACK: TimerId = TimerId { kind: 1, index: 0 };
@@ -81,6 +82,8 @@ struct Inbound {
 enum Body {
     Data {
         result: bool,
+        /// More parts of this DATA follow ([`FLAG_MORE`]).
+        more: bool,
         pieces: Vec<Piece>,
         /// The ranks the sender knew dead ([`FLAG_DEAD_SET`]), on DATA between peer roots.
         seen_dead: Option<Contributors>,
@@ -396,62 +399,6 @@ impl Ftco {
         self.results_sent_prefix = 0;
     }
 
-    /// Sends `x` what it lacks; false (and nothing sent) when there is nothing for it.
-    fn send_data(&mut self, x: u32, now: Time, out: &mut Outbox) -> bool {
-        let (result, list) = match &self.result {
-            Some(piece) => (true, vec![piece.clone()]),
-            None if self.at_top => (false, self.pieces.for_peers(self.config.op)),
-            None => (
-                false,
-                self.pieces.combined(self.config.op).into_iter().collect(),
-            ),
-        };
-        let Some(first) = list.first() else {
-            return false;
-        };
-        let mut values = empty_like(&first.value);
-        let mut trailer = Vec::new();
-        for piece in &list {
-            append_values(&mut values, &piece.value);
-            piece.contributors.encode_into(&mut trailer);
-        }
-        let me = self.me;
-        let peer = self.peer(x);
-        peer.seq_sent += 1;
-        peer.last_data_seq = peer.seq_sent;
-        if result {
-            peer.result_sent = true;
-        } else {
-            for piece in &list {
-                peer.sent.union_with(&piece.contributors);
-            }
-        }
-        let seq = peer.seq_sent;
-        let flags = if result {
-            FLAG_RESULT
-        } else if self.at_top && self.config.collective == Collective::Allreduce {
-            // To peer roots: the deaths that shaped the root set it went to.
-            self.dead_ranges.encode_into(&mut trailer);
-            FLAG_DEAD_SET
-        } else {
-            0
-        };
-        let header = FrameHeader::new(
-            self.config.collective.algo(),
-            FtcoKind::Data as u8,
-            self.config.op_id,
-            Rank(me),
-            seq,
-        )
-        .with_aux(list.len() as u64)
-        .with_flags(flags);
-        out.send_with_ranks(Rank(x), header, values.as_ref(), &trailer);
-        self.counters.messages_sent += 1;
-        let departure = self.departure(now, out);
-        self.peer(x).last_sent = Some(departure);
-        true
-    }
-
     /// When the frame just queued leaves: after one send overhead for it and for each frame
     /// queued before it in this step. The ACK timeout runs from there. A rank that sends its
     /// result to 40 children at once sends the last one 40 overheads later; timing that one
@@ -758,6 +705,10 @@ impl Ftco {
 
     pub(super) fn costs_for_tests(&self) -> super::LogP {
         self.costs()
+    }
+
+    pub(super) fn set_max_data_bytes_for_tests(&mut self, bytes: u64) {
+        self.config.max_data_bytes = bytes;
     }
 
     pub(super) fn draw_service_distance_for_tests(&mut self) -> u32 {

@@ -155,6 +155,10 @@ pub const FLAG_DEAD_SET: u16 = 4;
 /// Header flag of ACK: sent by a rank that has not started the operation yet (App. B). It
 /// says the rank is alive; what it acknowledges is held, not taken.
 pub const FLAG_PROVISIONAL: u16 = 2;
+/// Header flag of DATA between peer roots: more parts of the same DATA follow (see
+/// [`FtcoConfig::max_data_bytes`]). The receiver counts the sender as arrived only at the part
+/// without it; the transports deliver a sender's frames in order.
+pub const FLAG_MORE: u16 = 8;
 
 /// Configuration of one FTCO operation at one rank.
 #[derive(Clone, Debug, PartialEq)]
@@ -189,6 +193,11 @@ pub struct FtcoConfig {
     /// Bytes of the vector one piece carries (0 where unknown): with `costs.per_mib`, the time
     /// each message takes to cross, added to f_ETA and to every timeout.
     pub payload_bytes: u64,
+    /// Most bytes of values one DATA frame carries (0: no limit). A top rank's DATA to a peer
+    /// root holds its own piece and every peer piece it has, one vector each; after a root
+    /// dies that can outgrow a transport frame that one vector fits, so it goes in parts of
+    /// whole pieces, each part a DATA of its own.
+    pub max_data_bytes: u64,
 }
 
 impl FtcoConfig {
@@ -214,6 +223,7 @@ impl FtcoConfig {
             seed: 0,
             max_queue: 4096,
             payload_bytes: 0,
+            max_data_bytes: 0,
         }
     }
 }

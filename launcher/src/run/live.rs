@@ -202,7 +202,9 @@ fn check_whole_vector(
         // UCX and libfabric report their limit in the rank; it refuses with a typed error.
         _ => return Ok(()),
     };
-    let slack = ftcoll_algos::wire::HEADER_BYTES + 4 * args.n as usize + 64 + 8;
+    let slack = ftcoll_algos::wire::HEADER_BYTES
+        + ftcoll_runtime::comm::whole_vector_trailer_bytes(args.n)
+        + 8;
     let most = frame.saturating_sub(slack) / 8;
     if args.len > most {
         bail!(

@@ -45,6 +45,7 @@ pub use era_service::ERA_EPOCH_SHIFT;
 pub use error::CommError;
 pub use job_channel::JobChannel;
 pub use leave::own_pss_kb;
+pub use run::whole_vector_trailer_bytes;
 
 /// A rank's handle on the job.
 pub struct Communicator {
@@ -98,6 +99,11 @@ impl Communicator {
                 .map_or(0, |i| i as u32),
             None => self.env.rank,
         }
+    }
+
+    /// The largest frame this rank's transport carries, in bytes.
+    pub fn max_frame_bytes(&self) -> usize {
+        self.max_frame
     }
 
     /// Ranks in the communicator.

@@ -78,7 +78,7 @@ impl Communicator {
         reduce: ReduceOp,
         len: usize,
     ) -> Result<ShellConfig, CommError> {
-        let slack = 4 * self.size() as usize + 64;
+        let slack = whole_vector_trailer_bytes(self.size());
         let mut shell = self.shell_config(algo, reduce, Dtype::F64, Slack(slack))?;
         // One frame, as large as the transport sends.
         let most = self.max_frame.saturating_sub(HEADER_BYTES + slack + 8) / 8;
@@ -272,4 +272,11 @@ impl Communicator {
         }
         Ok(())
     }
+}
+
+/// Bytes a frame of a fault-tolerant algorithm keeps beside one vector, over `size` ranks:
+/// rank trailers (FTCO's contributor ranges of every piece and its dead set: at most about
+/// 20 bytes per rank together) and a margin.
+pub fn whole_vector_trailer_bytes(size: u32) -> usize {
+    20 * size as usize + 64
 }

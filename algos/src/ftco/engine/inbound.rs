@@ -9,7 +9,7 @@ use crate::wire::{Frame, FrameError};
 
 use super::super::pieces::{slice_values, Absorbed, Piece};
 use super::super::ranges::Contributors;
-use super::super::{Collective, FtcoKind, FLAG_DEAD_SET, FLAG_PROVISIONAL, FLAG_RESULT};
+use super::super::{Collective, FtcoKind, FLAG_DEAD_SET, FLAG_MORE, FLAG_PROVISIONAL, FLAG_RESULT};
 use super::{Body, Ftco, Inbound};
 
 impl Ftco {
@@ -27,12 +27,13 @@ impl Ftco {
         }
         let body = match kind {
             FtcoKind::Data => {
-                if h.flags & !(FLAG_RESULT | FLAG_DEAD_SET) != 0 {
+                if h.flags & !(FLAG_RESULT | FLAG_DEAD_SET | FLAG_MORE) != 0 {
                     return Err(bad("unknown flags"));
                 }
                 let result = h.flags & FLAG_RESULT != 0;
-                if result && h.flags & FLAG_DEAD_SET != 0 {
-                    return Err(bad("a result with a dead set"));
+                let more = h.flags & FLAG_MORE != 0;
+                if result && h.flags & (FLAG_DEAD_SET | FLAG_MORE) != 0 {
+                    return Err(bad("a result with a dead set or in parts"));
                 }
                 let count = usize::try_from(h.aux).unwrap_or(usize::MAX);
                 if count == 0 || count > n as usize || (result && count != 1) {
@@ -71,6 +72,7 @@ impl Ftco {
                 }
                 Body::Data {
                     result,
+                    more,
                     pieces,
                     seen_dead,
                 }
@@ -127,6 +129,7 @@ impl Ftco {
         match body {
             Body::Data {
                 result,
+                more,
                 pieces,
                 seen_dead,
             } => {
@@ -141,7 +144,10 @@ impl Ftco {
                 if !self.dead.contains(from) {
                     self.owe_ack(from, seq);
                 }
-                self.peer(from).arrived = true;
+                // A DATA in parts has arrived with its last part.
+                if !more {
+                    self.peer(from).arrived = true;
+                }
                 if result {
                     if self.result.is_none() {
                         self.result = pieces.into_iter().next();

@@ -1,9 +1,8 @@
-//! The time a vector takes to cross (`LogP::per_mib`, LogGP's G) in FTCO's timeouts and f_ETA.
+//! Vector sizes on real ranks: the time a vector takes to cross (`LogP::per_mib`, LogGP's G)
+//! in FTCO's timeouts and f_ETA, and DATA to peer roots in parts when it outgrows a frame.
 
-use super::super::*;
-use crate::rank::Rank;
+use super::*;
 use crate::time::Duration;
-use crate::topology::{Tree, TreeShape};
 
 /// On real ranks a vector of megabytes takes milliseconds to cross. A timeout towards a peer
 /// grows by one transfer per vector the peer may move before it answers (one per neighbour,
@@ -48,4 +47,41 @@ fn timeouts_and_eta_grow_by_the_transfers_a_peer_makes_before_it_answers() {
         unsized_.costs_for_tests().overhead,
         plain.costs_for_tests().overhead
     );
+}
+
+/// Every rank may put one vector per DATA frame, so a top rank's DATA to a peer root holding
+/// several pieces goes in parts.
+fn in_parts(net: &mut Net, n: u32) {
+    for rank in &mut net.ranks {
+        rank.set_max_data_bytes_for_tests(8 * u64::from(n));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// The hardest allreduce property (asymmetric views, notices during the operation) with
+    /// DATA in parts: a peer root counts as arrived only at the last part, so no rank fixes
+    /// its result on part of a peer's pieces.
+    #[test]
+    fn allreduce_in_parts_is_consistent_under_asymmetric_views_and_notices(
+        (tree, crashes, seed) in scenario(),
+        views in any::<u64>(),
+        delays in proptest::collection::vec(0u64..400, 1..16),
+    ) {
+        let n = tree.size();
+        let mut net = asymmetric_run(tree, &crashes, seed, views, &delays, true);
+        in_parts(&mut net, n);
+        net.run(&one_hot(n));
+        check_allreduce(&net)?;
+    }
+
+    #[test]
+    fn allreduce_in_parts_is_exactly_once_and_consistent((tree, crashes, seed) in scenario()) {
+        let n = tree.size();
+        let mut net = Net::new(tree, Collective::Allreduce, &crashes, seed);
+        in_parts(&mut net, n);
+        net.run(&one_hot(n));
+        check_allreduce(&net)?;
+    }
 }
