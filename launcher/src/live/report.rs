@@ -98,6 +98,10 @@ pub struct LiveJson {
     /// Why operations did not complete at every survivor (an error there: the faults lay
     /// outside what the algorithm tolerates), if some did not; the job then exits non-zero.
     failed_ops: Option<String>,
+    /// Why the results of a fault-tolerant job could not be judged against its admissible
+    /// aggregates (more failures than the launcher enumerates), if they could not: they were
+    /// compared with each other only.
+    unjudged: Option<String>,
     median_op_us: Option<f64>,
     wall_s: f64,
     spawn_s: f64,
@@ -167,6 +171,13 @@ fn unfinished_operations(
     ))
 }
 
+/// Whether the job's inputs make every admissible aggregate exact in double precision (sums,
+/// minima and maxima of integers), so that a result can be judged equal to one or not.
+fn exact_inputs(job: &BuiltinJob) -> bool {
+    !matches!(job.input, InputKind::Uniform)
+        && matches!(job.op, ReduceOp::Sum | ReduceOp::Min | ReduceOp::Max)
+}
+
 /// What the results showed, for [`verdict`].
 struct Judged {
     /// Largest relative error from the failure-free answer, if any result came back.
@@ -198,10 +209,8 @@ fn verdict(job: &BuiltinJob, judged: Judged) -> Option<String> {
             )
         });
     }
-    let exact_inputs = !matches!(job.input, InputKind::Uniform)
-        && matches!(job.op, ReduceOp::Sum | ReduceOp::Min | ReduceOp::Max);
     let worst = judged.worst?;
-    if !exact_inputs || !judged.enumerated || judged.admissible {
+    if !exact_inputs(job) || !judged.enumerated || judged.admissible {
         return None;
     }
     Some(if judged.consistent {
@@ -578,6 +587,22 @@ impl LiveOutcome {
         let within_eps = job.eps.map(|eps| {
             worst_admissible.or(worst).is_some_and(|w| w <= eps) && ok_survivors == job.ops
         });
+        let unjudged = (!enumerated
+            && !self.failures.is_empty()
+            && job.expected == Expected::SurvivorsAggregate
+            && exact_inputs(job))
+        .then(|| {
+            let most = if job.len > REPORT_SAMPLE_ELEMS {
+                MAX_STREAMED_FAILURES
+            } else {
+                MAX_ENUMERATED_FAILURES
+            };
+            format!(
+                "{} ranks failed, more than the {most} whose admissible aggregates the launcher builds for vectors of {} elements; the survivors' results were compared with each other only",
+                self.failures.len(),
+                job.len
+            )
+        });
         let wrong = verdict(
             job,
             Judged {
@@ -616,6 +641,7 @@ impl LiveOutcome {
             within_eps,
             wrong,
             failed_ops,
+            unjudged,
             median_op_us: micros.get(micros.len() / 2).copied(),
             wall_s: self.wall_s,
             spawn_s: self.spawn_s,
@@ -697,7 +723,11 @@ impl LiveOutcome {
                 "  result            {e:.3e} from the nearest admissible aggregate{}",
                 if consistent { "" } else { "; ranks disagree" }
             ),
-            (None, _) => {}
+            (None, _) => {
+                if let Some(why) = &report.unjudged {
+                    println!("  result            not judged: {why}");
+                }
+            }
         }
         match report.max_rel_error {
             _ if report.admissible_error.is_some() => {}

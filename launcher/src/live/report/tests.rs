@@ -179,3 +179,27 @@ fn a_job_whose_every_rank_failed_fails_without_calling_its_results_wrong() {
     let why = json.wrong().expect("9 is no sum of four ones");
     assert!(why.contains("differs from every admissible"), "{why}");
 }
+
+#[test]
+fn results_past_the_enumerated_failures_are_reported_as_not_judged() {
+    // Twelve ranks, eleven of them killed after the first of two agreements: more failures than
+    // the launcher enumerates admissible sums for, so the survivor's 12 can be neither called
+    // right nor wrong, and the report says so.
+    let n = 12;
+    let mut reports: Vec<Vec<OpReport>> = (0..n).map(|_| vec![report(0, true, 12.0, 7)]).collect();
+    reports[11].push(report(1, true, 1.0, 9));
+    let failures = (0..11).map(killed).collect();
+    let mut twelve = outcome(reports, failures);
+    twelve.n = n;
+    let json = twelve.builtin_report(&agreement_job(2));
+    assert_eq!(json.wrong(), None, "{json:?}");
+    let why = json.unjudged.as_deref().expect("not enumerated");
+    assert!(
+        why.starts_with("11 ranks failed, more than the 10"),
+        "{why}"
+    );
+    // Within the enumerated failures the verdict judges, and says nothing of the kind.
+    let reports = (0..N).map(|_| vec![report(0, true, 4.0, 7)]).collect();
+    let json = outcome(reports, vec![killed(3)]).builtin_report(&agreement_job(1));
+    assert_eq!(json.unjudged, None, "{json:?}");
+}
