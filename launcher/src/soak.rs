@@ -85,7 +85,7 @@ pub struct JobPlan {
 /// whose results the launcher compares whole, and multi-segment vectors (512 KiB, 8 MiB).
 const ALLREDUCE_LENS: [usize; 5] = [1, 512, 4096, 1 << 16, 1 << 20];
 /// Above this many elements a result is compared by digest, and the launcher enumerates the
-/// admissible results of at most 3 failures.
+/// admissible results of at least 3 failures (more only for short enough vectors).
 const WHOLE_COMPARE_ELEMS: usize = 4096;
 /// Most kills the launcher's verdict can judge in a job of whole-compared results.
 pub const MAX_JUDGED_KILLS: u32 = 10;

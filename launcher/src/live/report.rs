@@ -300,9 +300,21 @@ fn digest_as(dtype: Dtype, values: &[f64]) -> u64 {
 
 /// Most failures for which the admissible aggregates are enumerated.
 const MAX_ENUMERATED_FAILURES: usize = 10;
-/// Most failures for which the admissible aggregates of long vectors are built (each one is
-/// a pass over every input).
-const MAX_STREAMED_FAILURES: usize = 3;
+/// Input elements the launcher generates to build the admissible aggregates of a long vector
+/// (each candidate is a pass over the inputs it holds): about a second of work.
+const STREAMED_BUDGET_ELEMS: u64 = 1 << 28;
+/// Failures whose admissible aggregates of long vectors are built whatever the budget.
+const MIN_STREAMED_FAILURES: usize = 3;
+
+/// Most failures for which the admissible aggregates of a long vector of `len` elements over
+/// `n` ranks are built: 2^k candidates of up to n inputs each within the budget, at least 3,
+/// at most as for short vectors.
+fn max_streamed_failures(n: u32, len: usize) -> usize {
+    let per_candidate = u64::from(n.max(1)).saturating_mul(len.max(1) as u64);
+    let affordable = (STREAMED_BUDGET_ELEMS / per_candidate).max(1);
+    let k = affordable.ilog2() as usize;
+    k.clamp(MIN_STREAMED_FAILURES, MAX_ENUMERATED_FAILURES)
+}
 
 /// One result a fault-tolerant job may return.
 enum Admissible {
@@ -593,7 +605,7 @@ impl LiveOutcome {
             && exact_inputs(job))
         .then(|| {
             let most = if job.len > REPORT_SAMPLE_ELEMS {
-                MAX_STREAMED_FAILURES
+                max_streamed_failures(self.n, job.len)
             } else {
                 MAX_ENUMERATED_FAILURES
             };
@@ -666,7 +678,7 @@ impl LiveOutcome {
     /// [`LiveOutcome::admissible_aggregates`] for long vectors: each candidate built one input
     /// at a time, kept as its digest and its first elements.
     fn admissible_streamed(&self, job: &BuiltinJob) -> Option<Vec<Admissible>> {
-        let failed = self.enumerable_failures(job, MAX_STREAMED_FAILURES)?;
+        let failed = self.enumerable_failures(job, max_streamed_failures(self.n, job.len))?;
         let subsets = (0u32..1 << failed.len()).filter_map(|subset| {
             let ranks: Vec<u32> = (0..self.n)
                 .filter(|&r| included(&failed, subset, r))

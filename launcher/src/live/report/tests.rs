@@ -203,3 +203,12 @@ fn results_past_the_enumerated_failures_are_reported_as_not_judged() {
     let json = outcome(reports, vec![killed(3)]).builtin_report(&agreement_job(1));
     assert_eq!(json.unjudged, None, "{json:?}");
 }
+
+#[test]
+fn long_vectors_are_judged_against_as_many_failures_as_the_budget_allows() {
+    // 2^k candidates of n inputs of len elements within 2^28 generated elements, 3 to 10.
+    assert_eq!(max_streamed_failures(8, 10_000), 10);
+    assert_eq!(max_streamed_failures(8, 1 << 20), 5);
+    assert_eq!(max_streamed_failures(8, 3_000_000), 3);
+    assert_eq!(max_streamed_failures(64, 16 << 20), 3);
+}
