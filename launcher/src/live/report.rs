@@ -9,6 +9,10 @@ use ftcoll_runtime::sim::{exact_aggregate, generate_inputs, rank_inputs, InputKi
 use ftcoll_runtime::transport::TransportKind;
 use serde::Serialize;
 
+mod limits;
+
+use limits::{max_streamed_failures, MAX_ENUMERATED_FAILURES};
+
 /// One failure of a real job.
 #[derive(Clone, Debug)]
 pub struct FailureRecord {
@@ -296,24 +300,6 @@ fn digest_as(dtype: Dtype, values: &[f64]) -> u64 {
         Dtype::F64 | Dtype::Empty | Dtype::RankIds => Values::F64(values.to_vec()),
     };
     digest(typed.as_ref())
-}
-
-/// Most failures for which the admissible aggregates are enumerated.
-const MAX_ENUMERATED_FAILURES: usize = 10;
-/// Input elements the launcher generates to build the admissible aggregates of a long vector
-/// (each candidate is a pass over the inputs it holds): about a second of work.
-const STREAMED_BUDGET_ELEMS: u64 = 1 << 28;
-/// Failures whose admissible aggregates of long vectors are built whatever the budget.
-const MIN_STREAMED_FAILURES: usize = 3;
-
-/// Most failures for which the admissible aggregates of a long vector of `len` elements over
-/// `n` ranks are built: 2^k candidates of up to n inputs each within the budget, at least 3,
-/// at most as for short vectors.
-fn max_streamed_failures(n: u32, len: usize) -> usize {
-    let per_candidate = u64::from(n.max(1)).saturating_mul(len.max(1) as u64);
-    let affordable = (STREAMED_BUDGET_ELEMS / per_candidate).max(1);
-    let k = affordable.ilog2() as usize;
-    k.clamp(MIN_STREAMED_FAILURES, MAX_ENUMERATED_FAILURES)
 }
 
 /// One result a fault-tolerant job may return.
