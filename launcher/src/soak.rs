@@ -178,6 +178,9 @@ pub struct JobTally {
     pub fenced: u64,
     pub hung: bool,
     pub disagreed: bool,
+    /// Agreements at which ranks that then died had decided otherwise than the survivors
+    /// (002's non-uniform agreement allows it; not a disagreement).
+    pub dying_differed: u64,
     /// Why the job failed its verdict (wrong, inconsistent, incomplete, timed out, hung).
     pub failure: Option<String>,
     /// Why no rank survived although the soak left two alive: the launcher fenced the last
@@ -205,6 +208,9 @@ pub struct SoakSummary {
     pub fenced: u64,
     pub hangs: u64,
     pub disagreements: u64,
+    /// Agreements at which ranks that then died had decided otherwise than the survivors:
+    /// 002's agreement is non-uniform (its footnote 1), so these are not disagreements.
+    pub dying_decisions_differed: u64,
     /// Jobs whose verdict failed (hangs and disagreements included).
     pub failed_jobs: u64,
     /// Jobs left with no rank because the launcher fenced the last live ones (a stalled
@@ -238,6 +244,7 @@ impl SoakSummary {
         self.fenced += tally.fenced;
         self.hangs += u64::from(tally.hung);
         self.disagreements += u64::from(tally.disagreed);
+        self.dying_decisions_differed += tally.dying_differed;
         if let Some(why) = &tally.fenced_out {
             self.fenced_out_jobs += 1;
             if self.fenced_out.len() < MAX_REPORTED_FAILURES {
@@ -257,7 +264,7 @@ impl SoakSummary {
     /// One line of totals.
     pub fn line(&self, wall_s: f64) -> String {
         format!(
-            "soak {wall_s:.0} s: {} jobs of {} ranks, {} agreements, {} allreduces, {} kills, {} fenced ({} jobs fenced out), {} hangs, {} disagreements, {} failed jobs",
+            "soak {wall_s:.0} s: {} jobs of {} ranks, {} agreements, {} allreduces, {} kills, {} fenced ({} jobs fenced out), {} hangs, {} disagreements ({} decisions of dying ranks differed), {} failed jobs",
             self.jobs,
             self.ranks,
             self.agreements,
@@ -267,6 +274,7 @@ impl SoakSummary {
             self.fenced_out_jobs,
             self.hangs,
             self.disagreements,
+            self.dying_decisions_differed,
             self.failed_jobs
         )
     }

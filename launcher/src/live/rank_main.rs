@@ -380,9 +380,10 @@ struct Decided {
     outcome: Outcome,
     /// The digest of the agreed rank set.
     set_digest: u64,
-    /// The property of 002 the decision violates, if any. The decision is reported all the
-    /// same, so that the launcher compares it with the others even when this rank is killed
-    /// right after; then the rank fails.
+    /// The property of 002 the decision violates, if any. The decision is then reported as
+    /// −1 contributors, a count no admissible result has, so that the launcher calls the job
+    /// wrong even when this rank is killed right after (a dying rank's decision is judged
+    /// for admissibility, not compared: 002's agreement is non-uniform); then the rank fails.
     violation: Option<String>,
 }
 
@@ -430,6 +431,11 @@ fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<Decided, Comm
     } else {
         None
     };
+    if violation.is_some() {
+        if let Some(first) = data.first_mut() {
+            *first = -1.0;
+        }
+    }
     if violation.is_none() && !agreed.unacknowledged.is_empty() {
         comm.ack_failed();
         let members = comm.shrink()?;

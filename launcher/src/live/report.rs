@@ -10,8 +10,10 @@ use ftcoll_runtime::transport::TransportKind;
 use serde::Serialize;
 
 mod limits;
+mod verdict;
 
 use limits::{max_streamed_failures, MAX_ENUMERATED_FAILURES};
+use verdict::{exact_inputs, unfinished_operations, verdict, Judged};
 
 /// One failure of a real job.
 #[derive(Clone, Debug)]
@@ -92,6 +94,9 @@ pub struct LiveJson {
     max_rel_error: Option<f64>,
     admissible_error: Option<f64>,
     consistent: bool,
+    /// Non-uniform jobs: operations at which ranks that failed after returning had returned
+    /// another result than the survivors (allowed: see [`BuiltinJob::uniform`]).
+    dying_differed: u64,
     exact: bool,
     /// Approximate algorithms: the accuracy asked for, and whether every result reached it.
     eps: Option<f64>,
@@ -136,95 +141,12 @@ impl LiveJson {
     pub fn consistent(&self) -> bool {
         self.consistent
     }
-}
 
-/// Why operations did not complete at every survivor: how many, and how the first of them
-/// ended (completed at some ranks, an error at others, no report from the rest).
-fn unfinished_operations(
-    ops: u64,
-    ok_survivors: u64,
-    survivors: u32,
-    completed_by_op: &std::collections::BTreeMap<u64, u32>,
-    aborted_by_op: &std::collections::BTreeMap<u64, u32>,
-) -> Option<String> {
-    if ok_survivors >= ops {
-        return None;
+    /// Operations at which ranks that failed after returning had decided otherwise than the
+    /// survivors (002's non-uniform agreement).
+    pub fn dying_differed(&self) -> u64 {
+        self.dying_differed
     }
-    if survivors == 0 {
-        // Every rank failed: past the last operation any rank completed, nobody was left.
-        let first = (0..ops)
-            .find(|op| !completed_by_op.contains_key(op) || aborted_by_op.contains_key(op))
-            .unwrap_or(0);
-        return Some(format!(
-            "no rank survived: {} of {ops} operations did not complete (every rank had failed or ended in an error by operation {first})",
-            ops - ok_survivors
-        ));
-    }
-    let first = (0..ops)
-        .find(|op| {
-            completed_by_op.get(op).copied().unwrap_or(0) < survivors
-                || aborted_by_op.contains_key(op)
-        })
-        .unwrap_or(0);
-    let completed = completed_by_op.get(&first).copied().unwrap_or(0);
-    let aborted = aborted_by_op.get(&first).copied().unwrap_or(0);
-    let silent = survivors.saturating_sub(completed + aborted);
-    Some(format!(
-        "{} of {ops} operations did not complete at every survivor (operation {first}: {completed} completed, {aborted} ended in an error, {silent} never reported it)",
-        ops - ok_survivors
-    ))
-}
-
-/// Whether the job's inputs make every admissible aggregate exact in double precision (sums,
-/// minima and maxima of integers), so that a result can be judged equal to one or not.
-fn exact_inputs(job: &BuiltinJob) -> bool {
-    !matches!(job.input, InputKind::Uniform)
-        && matches!(job.op, ReduceOp::Sum | ReduceOp::Min | ReduceOp::Max)
-}
-
-/// What the results showed, for [`verdict`].
-struct Judged {
-    /// Largest relative error from the failure-free answer, if any result came back.
-    worst: Option<f64>,
-    /// Every result that came back is an aggregate the algorithm may return, the same at
-    /// every rank (whether every operation completed is judged apart).
-    admissible: bool,
-    consistent: bool,
-    /// The first disagreement found, in words.
-    disagreement: Option<String>,
-    /// Approximate algorithms: whether a result that came back is further than eps from
-    /// every admissible aggregate (a missing result is a failed operation, not a wrong one).
-    beyond_eps: bool,
-    /// Whether the admissible aggregates could be enumerated (few enough failures).
-    enumerated: bool,
-}
-
-/// Why a built-in job's result is wrong, where its inputs let that be decided: an approximate
-/// algorithm must be within eps of an admissible aggregate; an exact one, on inputs whose sums,
-/// minima and maxima are exact in double precision, must return an admissible aggregate,
-/// identically at every rank. Sums of uniform inputs round differently by algorithm, so they
-/// are reported, not judged.
-fn verdict(job: &BuiltinJob, judged: Judged) -> Option<String> {
-    if job.expected == Expected::Survivors {
-        return judged.beyond_eps.then(|| {
-            format!(
-                "a result is not within eps = {:e} of an admissible aggregate",
-                job.eps.unwrap_or(0.0)
-            )
-        });
-    }
-    let worst = judged.worst?;
-    if !exact_inputs(job) || !judged.enumerated || judged.admissible {
-        return None;
-    }
-    Some(if judged.consistent {
-        format!("a result differs from every admissible aggregate (max rel. error {worst:.3e})")
-    } else {
-        match judged.disagreement {
-            Some(which) => format!("ranks returned different results for {which}"),
-            None => "ranks returned different results for one operation".to_string(),
-        }
-    })
 }
 
 /// What the built-in job's results are checked against.
@@ -251,6 +173,8 @@ struct Tally {
     consistent: bool,
     /// The first two ranks that returned different results for one operation, in words.
     disagreement: Option<String>,
+    /// Operations whose survivors decided otherwise than ranks that failed after returning.
+    dying_differed: u64,
     completed_by_op: std::collections::BTreeMap<u64, u32>,
     aborted_by_op: std::collections::BTreeMap<u64, u32>,
     enumerated: bool,
@@ -349,6 +273,11 @@ pub struct BuiltinJob {
     pub expected: Expected,
     /// Approximate algorithms: the accuracy every result must reach.
     pub eps: Option<f64>,
+    /// Whether a rank that failed after returning must have returned what the survivors did.
+    /// 002's agreement is non-uniform (its footnote 1): when every rank that returned a value
+    /// then fails, the survivors may decide another. Such results are compared among the
+    /// survivors only; every result, a dying rank's too, must still be admissible.
+    pub uniform: bool,
 }
 
 impl LiveOutcome {
@@ -391,6 +320,8 @@ impl LiveOutcome {
             std::collections::BTreeMap::new();
         // The first two ranks found to return different results for one operation.
         let mut disagreement: Option<String> = None;
+        // Non-uniform jobs: the results of ranks that failed later, compared at the end.
+        let mut dying_results: Vec<(u64, &[f64], u64)> = Vec::new();
         let failed = failed_ranks(&self.failures);
         let aborted_by_op = self.aborted_by_op(job, &failed);
         let numbered = self
@@ -408,10 +339,17 @@ impl LiveOutcome {
             if report.value.is_empty() {
                 continue;
             }
-            let (value, digest, first_rank) =
+            let dying = failed.binary_search(&(rank as u32)).is_ok();
+            if dying && !job.uniform {
+                dying_results.push((report.op, &report.value, report.digest));
+            }
+            let (value, digest, first_rank) = if dying && !job.uniform {
+                (report.value.as_slice(), report.digest, rank)
+            } else {
                 *first_value
                     .entry(report.op)
-                    .or_insert((&report.value, report.digest, rank));
+                    .or_insert((&report.value, report.digest, rank))
+            };
             if (value, digest) != (report.value.as_slice(), report.digest) {
                 consistent = false;
                 disagreement.get_or_insert_with(|| {
@@ -463,9 +401,20 @@ impl LiveOutcome {
                 worst_admissible = Some(worst_admissible.map_or(nearest, |w| w.max(nearest)));
             }
         }
+        let mut dying_differed: Vec<u64> = dying_results
+            .into_iter()
+            .filter(|(op, value, digest)| {
+                first_value
+                    .get(op)
+                    .is_some_and(|(v, d, _)| (*v, *d) != (*value, *digest))
+            })
+            .map(|(op, _, _)| op)
+            .collect();
+        dying_differed.dedup();
         self.finish_report(
             job,
             Tally {
+                dying_differed: dying_differed.len() as u64,
                 worst,
                 worst_admissible,
                 micros,
@@ -543,6 +492,7 @@ impl LiveOutcome {
             messages,
             consistent,
             disagreement,
+            dying_differed,
             completed_by_op,
             aborted_by_op,
             enumerated,
@@ -631,6 +581,7 @@ impl LiveOutcome {
             max_rel_error: worst,
             admissible_error: worst_admissible,
             consistent,
+            dying_differed,
             exact: exact_result,
             eps: job.eps,
             // With failures a rank may have finished before a rank died (its result then counts

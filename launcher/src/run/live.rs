@@ -280,6 +280,9 @@ fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
             spec.gossip.single = gossip_options(args).ok().and_then(|o| o.single);
             spec.gossip_eps()
         }),
+        // 002's agreement is non-uniform; every other collective promises its result to every
+        // rank that returns, whether or not it dies later.
+        uniform: algo.kind() != Kind::Agreement,
     }
 }
 

@@ -117,6 +117,7 @@ fn run_job(args: &SoakArgs, plan: &JobPlan, index: u64) -> anyhow::Result<(JobTa
         fenced,
         hung: killer.hung(),
         disagreed: !report.consistent(),
+        dying_differed: report.dying_differed(),
         ..JobTally::default()
     };
     match plan.collective {

@@ -17,6 +17,7 @@ fn agreement_job(ops: u64) -> BuiltinJob {
         rounds: 1,
         expected: Expected::SurvivorsAggregate,
         eps: None,
+        uniform: false,
     }
 }
 
@@ -92,6 +93,55 @@ fn agreements_naming_different_sets_of_one_size_are_inconsistent() {
     let json = outcome(reports, vec![killed(3)]).builtin_report(&agreement_job(1));
     assert!(!json.consistent, "{json:?}");
     assert!(json.wrong().is_some(), "{json:?}");
+}
+
+#[test]
+fn a_decision_that_only_ranks_which_then_died_returned_may_differ_from_the_survivors() {
+    // 002's footnote 1: ranks 0 and 1 decided {0, 1, 2, 3} and died before the decision
+    // reached ranks 2 and 3, which then decided {2, 3} between themselves.
+    let reports = vec![
+        vec![report(0, true, 4.0, 11)],
+        vec![report(0, true, 4.0, 11)],
+        vec![report(0, true, 2.0, 12)],
+        vec![report(0, true, 2.0, 12)],
+    ];
+    let failures = vec![killed(0), killed(1)];
+    let json = outcome(reports.clone(), failures.clone()).builtin_report(&agreement_job(1));
+    assert!(json.consistent && json.exact, "{json:?}");
+    assert_eq!((json.wrong(), json.dying_differed()), (None, 1));
+    // The other collectives promise their result to a rank that dies after returning it.
+    let uniform = BuiltinJob {
+        uniform: true,
+        ..agreement_job(1)
+    };
+    let json = outcome(reports, failures).builtin_report(&uniform);
+    assert!(!json.consistent && json.wrong().is_some(), "{json:?}");
+}
+
+#[test]
+fn survivors_that_decided_differently_disagree_even_beside_dying_ranks() {
+    let reports = vec![
+        vec![report(0, true, 4.0, 11)],
+        vec![report(0, true, 3.0, 13)],
+        vec![report(0, true, 3.0, 12)],
+        vec![report(0, true, 3.0, 12)],
+    ];
+    let json = outcome(reports, vec![killed(0)]).builtin_report(&agreement_job(1));
+    assert!(!json.consistent && json.wrong().is_some(), "{json:?}");
+}
+
+#[test]
+fn an_invalid_decision_fails_the_job_even_when_its_rank_is_killed_right_after() {
+    // Rank 0 found its decision invalid, reported it as -1 contributors and was killed
+    // before its error exit; the survivors agreed on {1, 2, 3}.
+    let reports = vec![
+        vec![report(0, true, -1.0, 11)],
+        vec![report(0, true, 3.0, 12)],
+        vec![report(0, true, 3.0, 12)],
+        vec![report(0, true, 3.0, 12)],
+    ];
+    let json = outcome(reports, vec![killed(0)]).builtin_report(&agreement_job(1));
+    assert!(!json.exact && json.wrong().is_some(), "{json:?}");
 }
 
 #[test]
