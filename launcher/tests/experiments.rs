@@ -130,3 +130,45 @@ fn push_sum_by_topology_writes_its_table_claims_and_plot() {
     assert!(svg.starts_with("<svg") && svg.contains("torus"), "{svg}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn hps_at_the_root_writes_means_and_standard_errors() {
+    let _job = common::serialize();
+    let dir = common::scratch("experiments-000-fig11");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Below 16K ranks the experiment runs the largest size allowed.
+    let stdout = launch_ok(&[
+        "experiment",
+        "000-fig11",
+        "--out",
+        dir.to_str().unwrap(),
+        "--placements",
+        "3",
+        "--max-ranks",
+        "256",
+        "--threads",
+        "1",
+    ]);
+    assert!(
+        stdout.contains("measured at N = 256 (log2 N = 8)"),
+        "{stdout}"
+    );
+    let csv = std::fs::read_to_string(dir.join("fig11.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    assert!(header.ends_with(",mean_iterations,std_error"), "{header}");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // One row per eps, 1e-2 to 1e-5.
+    assert_eq!(rows.len(), 4, "{csv}");
+    let mut previous = 0.0;
+    for row in &rows {
+        assert_eq!((row[0], row[2], row[5]), ("256", "hps", "3"), "{csv}");
+        let (min, max): (f64, f64) = (row[7].parse().unwrap(), row[8].parse().unwrap());
+        let (mean, se): (f64, f64) = (row[9].parse().unwrap(), row[10].parse().unwrap());
+        assert!(min <= mean && mean <= max && se >= 0.0, "{csv}");
+        // A tighter eps never takes fewer iterations on average.
+        assert!(mean >= previous, "{csv}");
+        previous = mean;
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -123,6 +123,10 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
         "000 Figs. 9-10: HPS iterations against N for eps 1e-1 .. 1e-6",
     ),
     (
+        "000-fig11",
+        "000 Fig. 11: HPS iterations at 16K..128K ranks, mean and standard error, at the root",
+    ),
+    (
         "000-fig12",
         "000 Fig. 12: HPFLC vs ARDB iterations against N (median, min, max)",
     ),
@@ -199,6 +203,7 @@ pub fn run(args: &ExperimentArgs) -> anyhow::Result<()> {
         "000-fig6" => gossip_000::fig6(&ctx)?,
         "000-fig7" => gossip_hps::fig7(&ctx)?,
         "000-fig9-10" => gossip_hps::fig9_10(&ctx)?,
+        "000-fig11" => gossip_hps::fig11(&ctx)?,
         "000-fig12" => gossip_hps::fig12(&ctx)?,
         "000-fig13" => gossip_hps::fig13(&ctx)?,
         "003-fig3-6" => gossip_003::fig3_6(&ctx)?,

@@ -254,6 +254,8 @@ mod tests {
             median,
             min: median as u32,
             max: median as u32,
+            mean: median,
+            std_error: 0.0,
         }
     }
 

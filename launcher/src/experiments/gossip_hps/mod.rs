@@ -1,6 +1,8 @@
 //! Paper 000's round-based gossip (Sec. 6) in the simulator: Fig. 7 (synchronized Push-Sum
-//! iterations by topology, Sec. 5.1), Figs. 9-10 (HPS iterations against N), Fig. 12 (HPFLC against approximate recursive doubling) and Fig. 13 (HPFLC's iteration
-//! overhead after one bit flip in a flow variable).
+//! iterations by topology, Sec. 5.1), Figs. 9-10 (HPS iterations against N), Fig. 11 (HPS
+//! iterations at 16K-128K ranks, which 000 measured on Vulcan), Fig. 12 (HPFLC against
+//! approximate recursive doubling) and Fig. 13 (HPFLC's iteration overhead after one bit flip
+//! in a flow variable).
 //!
 //! # How
 //! Every run is one simulation of all N ranks in the round cost model
@@ -26,11 +28,13 @@
 //! Runs per point: `--placements`, else 10 (Figs. 9-10 and 12) or 3 (Fig. 13), with `--full`
 //! 100 and 20 as in the paper.
 
+mod fig11;
 mod fig12;
 mod fig13;
 mod fig7;
 mod fig9_10;
 
+pub use fig11::fig11;
 pub use fig12::fig12;
 pub use fig13::fig13;
 pub use fig7::fig7;
@@ -51,6 +55,7 @@ pub const ROUND_BUDGET: u32 = 500;
 
 /// Seed tags: each figure draws its own runs.
 const TAG_FIG9_10: u64 = 9_10;
+const TAG_FIG11: u64 = 11;
 const TAG_FIG12: u64 = 12;
 const TAG_FIG13: u64 = 13;
 
@@ -192,12 +197,16 @@ fn iterations(report: &SimReport) -> u32 {
     report.oracle_stop_round.unwrap_or(0)
 }
 
-/// Median, minimum and maximum iterations over the runs of one point.
+/// Median, minimum, maximum, mean and the mean's standard error of the iterations over the
+/// runs of one point.
 #[derive(Clone, Copy, Debug)]
 struct Summary {
     median: f64,
     min: u32,
     max: u32,
+    mean: f64,
+    /// The sample standard deviation over the square root of the run count (0 for one run).
+    std_error: f64,
 }
 
 impl Summary {
@@ -214,7 +223,25 @@ impl Summary {
         } else {
             (f64::from(sorted[mid - 1]) + f64::from(sorted[mid])) / 2.0
         };
-        Ok(Summary { median, min, max })
+        let count = sorted.len() as f64;
+        let mean = sorted.iter().map(|&v| f64::from(v)).sum::<f64>() / count;
+        let std_error = if sorted.len() > 1 {
+            let var = sorted
+                .iter()
+                .map(|&v| (f64::from(v) - mean).powi(2))
+                .sum::<f64>()
+                / (count - 1.0);
+            (var / count).sqrt()
+        } else {
+            0.0
+        };
+        Ok(Summary {
+            median,
+            min,
+            max,
+            mean,
+            std_error,
+        })
     }
 }
 
@@ -280,7 +307,8 @@ fn sweep(
         for (c, &(algo, eps)) in curves.iter().enumerate() {
             for run in 0..runs {
                 let mut job = Job::new(algo, n, eps);
-                job.root_only = tag == TAG_FIG12;
+                // 000 Sec. 6.3 judges HPS on Vulcan and ARDB at the root node.
+                job.root_only = tag == TAG_FIG12 || tag == TAG_FIG11;
                 items.push((c, job, run));
             }
         }
@@ -351,7 +379,8 @@ fn iterations_chart(title: &str, sizes: &[u32], series: Vec<Series>) -> Chart {
     }
 }
 
-/// CSV rows `n, log2_n, algo, eps, precision, runs, median, min, max` of `curves`.
+/// CSV rows `n, log2_n, algo, eps, precision, runs, median, min, max, mean, std_error` of
+/// `curves`.
 fn curve_rows(curves: &[Curve], runs: u32) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for curve in curves {
@@ -366,6 +395,8 @@ fn curve_rows(curves: &[Curve], runs: u32) -> Vec<Vec<String>> {
                 fmt(s.median),
                 s.min.to_string(),
                 s.max.to_string(),
+                fmt(s.mean),
+                fmt(s.std_error),
             ]);
         }
     }
@@ -373,7 +404,7 @@ fn curve_rows(curves: &[Curve], runs: u32) -> Vec<Vec<String>> {
 }
 
 /// The header of [`curve_rows`].
-const CURVE_HEADER: [&str; 9] = [
+const CURVE_HEADER: [&str; 11] = [
     "n",
     "log2_n",
     "algo",
@@ -383,6 +414,8 @@ const CURVE_HEADER: [&str; 9] = [
     "median_iterations",
     "min_iterations",
     "max_iterations",
+    "mean_iterations",
+    "std_error",
 ];
 
 #[cfg(test)]
@@ -392,7 +425,10 @@ mod tests {
     #[test]
     fn summaries_and_precision() {
         let s = Summary::of(&[5, 1, 3, 9]).unwrap();
-        assert_eq!((s.median, s.min, s.max), (4.0, 1, 9));
+        assert_eq!((s.median, s.min, s.max, s.mean), (4.0, 1, 9, 4.5));
+        // Sample variance of 5, 1, 3, 9 is 35/3; its standard error is sqrt(35/3/4).
+        assert!((s.std_error - (35.0f64 / 12.0).sqrt()).abs() < 1e-12);
+        assert_eq!(Summary::of(&[6]).unwrap().std_error, 0.0);
         assert_eq!(Summary::of(&[7, 2, 3]).unwrap().median, 3.0);
         assert!(Summary::of(&[]).is_err());
         assert_eq!(Precision::for_eps(1e-3), Precision::Single);
