@@ -210,6 +210,11 @@ impl Chain {
 }
 
 impl SegmentProtocol for Chain {
+    fn reads_clock_unstarted() -> bool {
+        // Never arms a timer nor reads `now` (see its `reads_clock`).
+        false
+    }
+
     fn start_owned(&mut self, _now: Time, data: Values, out: &mut Outbox) {
         if self.phase == Phase::Idle {
             self.value = data;

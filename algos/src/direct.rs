@@ -330,6 +330,11 @@ impl ArrivalSet {
 }
 
 impl crate::protocol::SegmentProtocol for DirectAllreduce {
+    fn reads_clock_unstarted() -> bool {
+        // Never arms a timer nor reads `now` (see its `reads_clock`).
+        false
+    }
+
     fn take_result(&mut self) -> Option<Values> {
         match self.phase {
             Phase::Done => self.acc.take(),

@@ -500,6 +500,11 @@ pub fn flip_value_bit(values: &mut Values, elem: usize, bit: u32) -> bool {
 }
 
 impl crate::protocol::SegmentProtocol for RecursiveDoubling {
+    fn reads_clock_unstarted() -> bool {
+        // Never arms a timer nor reads `now` (see its `reads_clock`).
+        false
+    }
+
     fn start_owned(&mut self, _now: Time, data: Values, out: &mut Outbox) {
         if self.phase != Phase::Idle {
             return;

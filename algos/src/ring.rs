@@ -341,6 +341,11 @@ impl RingAllreduce {
 }
 
 impl crate::protocol::SegmentProtocol for RingAllreduce {
+    fn reads_clock_unstarted() -> bool {
+        // Never arms a timer nor reads `now` (see its `reads_clock`).
+        false
+    }
+
     fn start_owned(&mut self, _now: Time, data: Values, out: &mut Outbox) {
         if self.phase != Phase::Idle {
             return;

@@ -103,6 +103,16 @@ pub trait SegmentProtocol: Protocol {
     fn take_result(&mut self) -> Option<Values> {
         None
     }
+
+    /// Whether instances would read the clock ([`Protocol::reads_clock`]), asked of a shell
+    /// that holds none yet: a driver asks before the operation starts. True unless the
+    /// protocol never looks at the time.
+    fn reads_clock_unstarted() -> bool
+    where
+        Self: Sized,
+    {
+        true
+    }
 }
 
 /// Builds (or recycles) the inner protocol of one segment: called with the shell's
@@ -670,9 +680,13 @@ impl<P: SegmentProtocol> Protocol for Segmented<P> {
     }
 
     fn reads_clock(&self) -> bool {
-        match self.instances().next() {
+        // Drivers ask before the operation starts, when no segment runs: a kept instance
+        // answers for the next ones, else the protocol's type. Answering "true" for a
+        // protocol that never reads the clock put every small operation on the driver's
+        // timed path (a clock read per batch of frames, and no lean loop).
+        match self.any_instance() {
             Some(p) => p.reads_clock(),
-            None => true,
+            None => P::reads_clock_unstarted(),
         }
     }
 

@@ -290,3 +290,29 @@ fn a_value_flip_reaches_the_segment_that_holds_the_element() {
     shell.handle(Time::ZERO, Input::Fault(beyond), &mut out);
     assert!(matches!(out.events(), [Event::FaultIgnored(_)]));
 }
+
+#[test]
+fn a_shell_says_before_its_first_segment_whether_its_protocol_reads_the_clock() {
+    let plan = SegmentPlan {
+        segment_elems: 4,
+        window: 2,
+    };
+    // Drivers ask before the start: recursive doubling and the direct exchange never read
+    // the clock, so the latency path reads none for them.
+    assert!(!rdb_shell(0, 4, plan).reads_clock());
+    assert!(!direct_shell(0, 4, plan).reads_clock());
+    // A protocol that does not say stays on the timed path.
+    let corrected = Segmented::new(
+        shell_config(0, 4, Algorithm::CorrectedAllreduce, SegmentPlan::WHOLE),
+        Box::new(|_: &ShellConfig, _, _| {
+            crate::corrected::CorrectedAllreduce::new(crate::corrected::AllreduceConfig::new(
+                Rank(0),
+                4,
+                ReduceOp::Sum,
+                OpId(1),
+                1,
+            ))
+        }),
+    );
+    assert!(corrected.reads_clock());
+}
