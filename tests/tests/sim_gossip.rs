@@ -183,6 +183,38 @@ fn a_crash_leaves_the_survivors_aggregate_except_for_push_sum() {
     }
 }
 
+/// A link fails, and later the neighbour behind it crashes: the survivors' aggregate still,
+/// averages and sums alike. PCF kept the mass it had cancelled with that neighbour when the
+/// link failed (both ends lived) and must drop it at the crash, as it drops a crashed live
+/// neighbour's; every rule must count the crash, which a sum multiplies by.
+#[test]
+fn a_neighbour_behind_a_failed_link_that_crashes_later_leaves_the_survivors_aggregate() {
+    for (algo, as_printed) in [
+        (Algorithm::Pf, false),
+        (Algorithm::Pflc, false),
+        (Algorithm::Pfcc, false),
+        (Algorithm::Pcf, false),
+        (Algorithm::Pcf, true),
+    ] {
+        for op in [ReduceOp::Average, ReduceOp::Sum] {
+            for seed in [1, 2] {
+                let mut spec = JobSpec::new(algo, 64);
+                spec.gossip.pcf_as_printed = as_printed;
+                spec.op = op;
+                spec.eps = Some(1e-12);
+                spec.steps = Some(3000);
+                let report = run(&spec, &["cut:link=0-1,at=600", "kill:rank=1,at=1200"], seed);
+                assert_eq!(report.crashes.len(), 1);
+                assert!(
+                    report.max_rel_error <= 1e-12 && !report.stopped_by_budget,
+                    "{algo} (as printed: {as_printed}) {op:?} seed {seed}: {:e}",
+                    report.max_rel_error
+                );
+            }
+        }
+    }
+}
+
 /// Random message loss: PF-based rules converge anyway (the next exchange restores a pair's
 /// flows); Push-Sum loses the mass of every lost message.
 #[test]

@@ -71,6 +71,10 @@ pub struct Gossip<T: Real> {
     pub(super) phi: Vec<T>,
     /// PCF: mass cancelled with neighbours behind failed links, which stays in phi.
     pub(super) retired: Vec<T>,
+    /// PCF: `retired` per neighbour, taken out again if that neighbour crashes later.
+    pub(super) retired_by: FlowTable<T>,
+    /// Peers excluded for a failed link only, sorted: their crash is still news.
+    cut: Vec<u32>,
     /// PCF: the mass each live link cancelled last (see `settle`).
     pub(super) last_cancelled: FlowTable<T>,
     /// PCF: failed links whose half-done cancellation may need undoing, one per link.
@@ -120,6 +124,8 @@ impl<T: Real> Gossip<T> {
             flows: FlowTable::new(0),
             phi: Vec::new(),
             retired: Vec::new(),
+            retired_by: FlowTable::new(0),
+            cut: Vec::new(),
             last_cancelled: FlowTable::new(0),
             settlements: Vec::new(),
             scratch: Vec::new(),
@@ -296,33 +302,7 @@ impl<T: Real> Gossip<T> {
             self.config.rule,
             Rule::PushCancelFlow | Rule::PushCancelFlowTolerant
         ) {
-            let width = self.layout.width();
-            let mut sum: Vec<f64> = self.retired.iter().map(|x| x.to_f64()).collect();
-            let mut scale: Vec<f64> = sum.iter().map(|x| x.abs().max(1.0)).collect();
-            // As printed phi sums all flows and cancelled mass; the tolerant phi only the
-            // cancelled mass (the last third of a slot).
-            let first = if self.config.rule == Rule::PushCancelFlow {
-                0
-            } else {
-                2 * width
-            };
-            for (_, slot, _) in self.flows.iter() {
-                for (i, x) in slot[first..].iter().enumerate() {
-                    sum[i % width] += x.to_f64();
-                    scale[i % width] = scale[i % width].max(x.to_f64().abs());
-                }
-            }
-            let tolerance =
-                1e3 * f64::from(f32::EPSILON).min(if T::BITS == 64 { 1e-13 } else { 1.0 });
-            for k in 0..width {
-                let phi = self.phi[k].to_f64();
-                if (phi - sum[k]).abs() > tolerance * scale[k] * (self.flows.len() as f64 + 1.0) {
-                    return Err(format!(
-                        "rank {}: phi[{k}] = {phi:e} but its parts sum to {:e}",
-                        self.config.rank, sum[k]
-                    ));
-                }
-            }
+            self.pcf_phi_invariant()?;
         }
         Ok(())
     }
@@ -341,6 +321,7 @@ impl<T: Real> Gossip<T> {
         self.flows = FlowTable::new(slot);
         self.phi = vec![T::ZERO; width];
         self.retired = vec![T::ZERO; width];
+        self.retired_by = FlowTable::new(width);
         self.last_cancelled = FlowTable::new(width);
         self.phase = Phase::Running;
         self.keep_trusted_ratio();
@@ -617,8 +598,25 @@ impl<T: Real> Gossip<T> {
             // A rank whose link failed earlier may crash later: nothing is left to settle.
             self.drop_settlement(peer);
         }
-        if peer == self.config.rank || peer.0 >= self.config.size() || !self.exclude(peer) {
+        if peer == self.config.rank || peer.0 >= self.config.size() {
             return;
+        }
+        let was_cut = self.cut.binary_search(&peer.0);
+        if !self.exclude(peer) {
+            // Excluded before: news only if its link had failed and it has now crashed.
+            if let (true, Ok(i)) = (crashed, was_cut) {
+                self.cut.remove(i);
+                self.crashed += 1;
+                self.counters.failures_noticed += 1;
+                self.pcf_forget_retired(peer);
+                self.lost_mass_changed(now);
+            }
+            return;
+        }
+        if !crashed {
+            if let Err(i) = was_cut {
+                self.cut.insert(i, peer.0);
+            }
         }
         if crashed {
             self.crashed += 1;
@@ -636,9 +634,13 @@ impl<T: Real> Gossip<T> {
                 self.pcf_drop(peer, crashed)
             }
         }
-        // The survivors' mass is not what it was: every estimate must settle again, so a
-        // notice is news like an unsettled push, also at ranks far from the lost peer whose
-        // estimates the change has not reached yet.
+        self.lost_mass_changed(now);
+    }
+
+    /// The survivors' mass is not what it was: every estimate must settle again, so a notice
+    /// is news like an unsettled push, also at ranks far from the lost peer whose estimates the
+    /// change has not reached yet.
+    fn lost_mass_changed(&mut self, now: Time) {
         if let Some(rule) = self.config.stop {
             self.stop.unsettle(&rule);
         }

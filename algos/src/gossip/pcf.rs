@@ -173,6 +173,8 @@ impl<T: Real> Gossip<T> {
                 add_into(&mut drop, &slot[2 * width..]);
             } else {
                 add_into(&mut self.retired, &slot[2 * width..]);
+                let (kept, _) = self.retired_by.entry(peer);
+                add_into(kept, &slot[2 * width..]);
             }
             if !tolerant {
                 add_into(&mut drop, &slot[..width]);
@@ -182,6 +184,49 @@ impl<T: Real> Gossip<T> {
         }
         self.flows.remove(peer);
         self.last_cancelled.remove(peer);
+    }
+
+    /// A neighbour behind a failed link crashed: the mass cancelled with it, kept while both
+    /// ends lived, goes as a crashed neighbour's does, which leaves the survivors' aggregate.
+    pub(super) fn pcf_forget_retired(&mut self, peer: Rank) {
+        let Some(kept) = self.retired_by.get(peer).map(<[T]>::to_vec) else {
+            return;
+        };
+        sub_into(&mut self.retired, &kept);
+        sub_into(&mut self.phi, &kept);
+        self.retired_by.remove(peer);
+    }
+
+    /// PCF's phi equals what its form says it sums (all flows and cancelled mass as printed,
+    /// cancelled mass when tolerant), up to round-off (see `local_invariants`).
+    pub(super) fn pcf_phi_invariant(&self) -> Result<(), String> {
+        let width = self.layout.width();
+        let mut sum: Vec<f64> = self.retired.iter().map(|x| x.to_f64()).collect();
+        let mut scale: Vec<f64> = sum.iter().map(|x| x.abs().max(1.0)).collect();
+        // As printed phi sums all flows and cancelled mass; the tolerant phi only the
+        // cancelled mass (the last third of a slot).
+        let first = if self.config.rule == Rule::PushCancelFlow {
+            0
+        } else {
+            2 * width
+        };
+        for (_, slot, _) in self.flows.iter() {
+            for (i, x) in slot[first..].iter().enumerate() {
+                sum[i % width] += x.to_f64();
+                scale[i % width] = scale[i % width].max(x.to_f64().abs());
+            }
+        }
+        let tolerance = 1e3 * f64::from(f32::EPSILON).min(if T::BITS == 64 { 1e-13 } else { 1.0 });
+        for k in 0..width {
+            let phi = self.phi[k].to_f64();
+            if (phi - sum[k]).abs() > tolerance * scale[k] * (self.flows.len() as f64 + 1.0) {
+                return Err(format!(
+                    "rank {}: phi[{k}] = {phi:e} but its parts sum to {:e}",
+                    self.config.rank, sum[k]
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -198,6 +198,9 @@ impl<T: Real> Gossip<T> {
             let undo = std::mem::take(&mut self.settlements[at].last_cancelled);
             sub_into(&mut self.phi, &undo);
             sub_into(&mut self.retired, &undo);
+            if let Some((kept, _)) = self.retired_by.get_mut(Rank(origin)) {
+                sub_into(kept, &undo);
+            }
             if let Some(rule) = self.config.stop {
                 self.stop.unsettle(&rule);
             }
