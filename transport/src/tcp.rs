@@ -45,6 +45,7 @@ use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -114,6 +115,10 @@ pub struct TcpTransport {
     listener_ready: bool,
     local_addr: SocketAddr,
     mio_waker: Arc<mio::Waker>,
+    /// Set by the [`Waker`] before it rings: mio reports the ring as one edge, which any
+    /// poll may take (a non-blocking one in `progress`, say), so `wait` also looks here and
+    /// does not sleep through a ring that came after its caller last looked for news.
+    woken: Arc<AtomicBool>,
     conns: BTreeMap<usize, Conn>,
     /// The connection this rank opened to each peer (its token in `conns`).
     outgoing: BTreeMap<Rank, usize>,
@@ -177,6 +182,7 @@ impl TcpTransport {
             listener_ready: true,
             local_addr,
             mio_waker: Arc::new(mio_waker),
+            woken: Arc::new(AtomicBool::new(false)),
             conns: BTreeMap::new(),
             outgoing: BTreeMap::new(),
             next_token: FIRST_CONN_TOKEN,
@@ -608,7 +614,9 @@ impl Transport for TcpTransport {
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
         self.housekeeping();
         let (ready, hello_deadline) = self.pending_work();
-        let timeout = if ready {
+        // A ring since the last wait: its edge may have gone to an earlier poll.
+        let woken = self.woken.swap(false, Ordering::SeqCst);
+        let timeout = if ready || woken {
             Some(Duration::ZERO)
         } else {
             // Wake for the earliest hello deadline so a silent connection is closed on time.
@@ -627,7 +635,9 @@ impl Transport for TcpTransport {
 
     fn waker(&self) -> Waker {
         let mio_waker = Arc::clone(&self.mio_waker);
+        let woken = Arc::clone(&self.woken);
         Waker::new(move || {
+            woken.store(true, Ordering::SeqCst);
             // Failing to wake only delays the waiter until its timeout.
             let _ = mio_waker.wake();
         })

@@ -214,7 +214,7 @@ impl<T: Transport> Endpoint<T> {
         }
         for (rank, cause) in self.control.take_failures() {
             if self.learn_failed(rank) {
-                tracing::debug!(rank, cause = cause.name(), "peer failed");
+                tracing::debug!(me = self.me.0, rank, cause = cause.name(), "peer failed");
                 fresh.push(rank);
             }
         }

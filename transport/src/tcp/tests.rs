@@ -417,6 +417,28 @@ fn waker_ends_wait_promptly() {
     ringer.join().unwrap();
 }
 
+/// A ring whose edge a non-blocking poll took (`progress`, between the caller's last look for
+/// news and its sleep) still ends the next wait at once: the executor slept through a
+/// failure notice this way, and an ft-ring job over TCP hung until its time limit.
+#[test]
+fn a_ring_taken_by_a_non_blocking_poll_still_ends_the_next_wait() {
+    let directory: Directory = Arc::default();
+    let mut t = transport(0, 1, &directory);
+    // Let the listener's start-up edges pass.
+    for _ in 0..10 {
+        t.progress().unwrap();
+    }
+    t.waker().wake();
+    t.progress().unwrap();
+    let started = Instant::now();
+    t.wait(Some(Duration::from_secs(5))).unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(1),
+        "slept through a ring: {waited:?}"
+    );
+}
+
 #[test]
 fn sends_to_self_loop_back_and_unknown_ranks_are_errors() {
     let directory: Directory = Arc::default();
