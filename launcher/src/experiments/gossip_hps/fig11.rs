@@ -3,7 +3,9 @@
 
 use ftcoll_runtime::job::Algorithm;
 
-use super::{curve_rows, eps_label, sizes, sweep, Curve, CURVE_HEADER, TAG_FIG11};
+use super::{
+    curve_rows, eps_label, print_curve_table, sizes, sweep, Curve, CURVE_HEADER, TAG_FIG11,
+};
 use crate::experiments::{size_label, Ctx};
 
 /// Fig. 11's accuracy targets.
@@ -32,32 +34,16 @@ pub fn fig11(ctx: &Ctx) -> anyhow::Result<()> {
          inputs and permutations (000 keeps the inputs and varies the permutations)"
     );
     let curves = sweep(ctx, TAG_FIG11, &targets, &sizes, runs)?;
-    print_mean_table(&curves, &sizes);
+    print_curve_table(
+        &curves,
+        &sizes,
+        14,
+        |c| format!("{} {}", c.algo, eps_label(c.eps)),
+        |s| format!("{:.2} ± {:.2}", s.mean, s.std_error),
+    );
     ctx.write_csv("fig11.csv", &CURVE_HEADER, &curve_rows(&curves, runs))?;
     println!("{}", advantage_claim(&curves));
     Ok(())
-}
-
-/// Prints, per N, `mean ± standard error` of every curve.
-fn print_mean_table(curves: &[Curve], sizes: &[u32]) {
-    let mut head = format!("{:<6} {:>5}", "N", "log2N");
-    for c in curves {
-        head.push_str(&format!(
-            " {:>14}",
-            format!("{} {}", c.algo, eps_label(c.eps))
-        ));
-    }
-    println!("{head}");
-    for &n in sizes {
-        let mut line = format!("{:<6} {:>5}", size_label(n), n.ilog2());
-        for c in curves {
-            let cell = c.at(n).map_or("-".into(), |s| {
-                format!("{:.2} ± {:.2}", s.mean, s.std_error)
-            });
-            line.push_str(&format!(" {cell:>14}"));
-        }
-        println!("{line}");
-    }
 }
 
 /// Fig. 11's claim: at the largest N, the accuracies at which HPS needs fewer iterations than

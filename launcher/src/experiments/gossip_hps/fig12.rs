@@ -4,8 +4,8 @@
 use ftcoll_runtime::job::Algorithm;
 
 use super::{
-    curve_rows, eps_label, iterations_chart, log2_series, median_series, sizes, sweep, Curve,
-    CURVE_HEADER, TAG_FIG12,
+    curve_rows, eps_label, iterations_chart, log2_series, median_series, print_curve_table, sizes,
+    sweep, Curve, CURVE_HEADER, TAG_FIG12,
 };
 use crate::experiments::svg::render;
 use crate::experiments::{size_label, Ctx};
@@ -30,7 +30,13 @@ pub fn fig12(ctx: &Ctx) -> anyhow::Result<()> {
          eps >= 1e-3, f64 below), iterations median [min, max] over {runs} runs"
     );
     let curves = sweep(ctx, TAG_FIG12, &targets, &sizes, runs)?;
-    print_range_table(&curves, &sizes);
+    print_curve_table(
+        &curves,
+        &sizes,
+        16,
+        |c| format!("{} {}", c.algo, eps_label(c.eps)),
+        |s| format!("{:.1} [{}, {}]", s.median, s.min, s.max),
+    );
     ctx.write_csv("fig12.csv", &CURVE_HEADER, &curve_rows(&curves, runs))?;
     let all: Vec<&Curve> = curves.iter().collect();
     let mut series = median_series(&all, &sizes);
@@ -47,28 +53,6 @@ pub fn fig12(ctx: &Ctx) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Prints, per N, `median [min, max]` of every curve.
-fn print_range_table(curves: &[Curve], sizes: &[u32]) {
-    let mut head = format!("{:<6} {:>5}", "N", "log2N");
-    for c in curves {
-        head.push_str(&format!(
-            " {:>16}",
-            format!("{} {}", c.algo, eps_label(c.eps))
-        ));
-    }
-    println!("{head}");
-    for &n in sizes {
-        let mut line = format!("{:<6} {:>5}", size_label(n), n.ilog2());
-        for c in curves {
-            let cell = c.at(n).map_or("-".into(), |s| {
-                format!("{:.1} [{}, {}]", s.median, s.min, s.max)
-            });
-            line.push_str(&format!(" {cell:>16}"));
-        }
-        println!("{line}");
-    }
 }
 
 /// Fig. 12's claim at one eps: where HPFLC's median is below ARDB's.

@@ -5,8 +5,8 @@
 use ftcoll_runtime::job::Algorithm;
 
 use super::{
-    curve_rows, eps_label, iterations_chart, log2_series, median_series, sizes, sweep, Curve,
-    CURVE_HEADER, TAG_FIG9_10,
+    curve_rows, eps_label, iterations_chart, log2_series, median_series, print_curve_table, sizes,
+    sweep, Curve, CURVE_HEADER, TAG_FIG9_10,
 };
 use crate::experiments::svg::render;
 use crate::experiments::{size_label, Ctx};
@@ -31,7 +31,13 @@ pub fn fig9_10(ctx: &Ctx) -> anyhow::Result<()> {
          eps <= 1e-4 in f64)"
     );
     let curves = sweep(ctx, TAG_FIG9_10, &targets, &sizes, runs)?;
-    print_median_table(&curves, &sizes);
+    print_curve_table(
+        &curves,
+        &sizes,
+        11,
+        |c| format!("{} {}", eps_label(c.eps), c.precision.label()),
+        |s| format!("{:.1}", s.median),
+    );
     ctx.write_csv("fig9_10.csv", &CURVE_HEADER, &curve_rows(&curves, runs))?;
     for (file, title, eps_set) in [
         (
@@ -54,26 +60,6 @@ pub fn fig9_10(ctx: &Ctx) -> anyhow::Result<()> {
         println!("{}", growth_claim(curve));
     }
     Ok(())
-}
-
-/// Prints N, log2 N and the median of every curve.
-fn print_median_table(curves: &[Curve], sizes: &[u32]) {
-    let mut head = format!("{:<6} {:>5}", "N", "log2N");
-    for c in curves {
-        head.push_str(&format!(
-            " {:>11}",
-            format!("{} {}", eps_label(c.eps), c.precision.label())
-        ));
-    }
-    println!("{head}");
-    for &n in sizes {
-        let mut line = format!("{:<6} {:>5}", size_label(n), n.ilog2());
-        for c in curves {
-            let median = c.at(n).map_or("-".into(), |s| format!("{:.1}", s.median));
-            line.push_str(&format!(" {median:>11}"));
-        }
-        println!("{line}");
-    }
 }
 
 /// Figs. 9-10's claim against one HPS curve: the growth per doubling of N over the upper half of

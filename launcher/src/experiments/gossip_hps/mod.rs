@@ -347,6 +347,30 @@ fn sweep(
     Ok(done)
 }
 
+/// Prints a table of `curves` by N: a `label` column head per curve, `width` wide, and per N
+/// the `cell` of each curve's summary ("-" where it has none).
+fn print_curve_table(
+    curves: &[Curve],
+    sizes: &[u32],
+    width: usize,
+    label: impl Fn(&Curve) -> String,
+    cell: impl Fn(&Summary) -> String,
+) {
+    let mut head = format!("{:<6} {:>5}", "N", "log2N");
+    for c in curves {
+        head.push_str(&format!(" {:>width$}", label(c)));
+    }
+    println!("{head}");
+    for &n in sizes {
+        let mut line = format!("{:<6} {:>5}", size_label(n), n.ilog2());
+        for c in curves {
+            let text = c.at(n).map_or("-".into(), |s| cell(&s));
+            line.push_str(&format!(" {text:>width$}"));
+        }
+        println!("{line}");
+    }
+}
+
 /// Medians of `curves` as chart series over `sizes`.
 fn median_series(curves: &[&Curve], sizes: &[u32]) -> Vec<Series> {
     curves
