@@ -105,12 +105,16 @@ pub fn builtin_failure(outcome: &LiveOutcome, report: &crate::live::LiveJson) ->
     if outcome.timed_out {
         return Some("the job timed out".into());
     }
-    if let Some(why) = report.wrong() {
-        return Some(format!("the job's result is wrong: {why}"));
+    // Both may hold (a rank that gave up and another whose lone estimate is off): say both,
+    // rather than whichever the timing made come first.
+    match (report.wrong(), report.failed_ops()) {
+        (Some(wrong), Some(failed)) => Some(format!(
+            "the job's result is wrong: {wrong}; and the job failed: {failed}"
+        )),
+        (Some(wrong), None) => Some(format!("the job's result is wrong: {wrong}")),
+        (None, Some(failed)) => Some(format!("the job failed: {failed}")),
+        (None, None) => None,
     }
-    report
-        .failed_ops()
-        .map(|why| format!("the job failed: {why}"))
 }
 
 /// A job on real rank processes, watched by the console if `console`.
