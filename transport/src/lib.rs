@@ -200,6 +200,19 @@ pub enum TransportError {
         /// Bytes queued.
         queued_bytes: usize,
     },
+    /// The provider lost a frame on a link: far more later frames arrived than can overtake
+    /// one still in flight.
+    #[error("the libfabric {provider} provider lost frame {seq} from rank {from}: {ahead} later frames arrived without it; on one machine use ftcoll's own shared-memory transport")]
+    FramesLost {
+        /// The provider's name.
+        provider: String,
+        /// The sending rank.
+        from: u32,
+        /// The missing frame's sequence number on the link.
+        seq: u64,
+        /// Frames held after it.
+        ahead: usize,
+    },
     /// The shared-memory segment is not what this rank expects.
     #[error("shared-memory segment: {0}")]
     Segment(String),

@@ -39,12 +39,21 @@
 //!
 //! # Providers seen with libfabric 1.17
 //! - `tcp` (`tcp;ofi_rxm`): wait descriptor, no local registration required; complete.
-//! - `shm`: no wait object (the sleep steps above). It loses or stalls tagged messages that
-//!   arrive before a matching receive is posted once more than a few dozen are pending at a
-//!   receiver (a burst of 100 small frames against 34 posted receives delivers 64; a third large
-//!   frame beyond the two large receives stalls), so it suits light traffic only: on one
-//!   machine the runtime's own shared-memory transport is the better choice, and
-//!   [`OfiTransport::new`] warns. An endpoint closed in the same process as a peer that still
+//! - `shm`: no wait object (the sleep steps above). It silently drops tagged messages that
+//!   arrive before a matching receive is posted once about as many are pending at a receiver
+//!   as receives are posted (with 32 posted, a burst of 100 small frames to a rank that is not
+//!   polling delivers 64, and every send completes), and a third large frame beyond the two
+//!   large receives stalls. So the receive side posts 1,000 small receives on `shm` (bursts of
+//!   about 1,800 frames at one rank arrive whole), and a link whose missing frame has more
+//!   than 1,024 later ones held behind it for a second ends in
+//!   [`TransportError::FramesLost`] rather than a silent wait. On one machine the runtime's
+//!   own shared-memory transport is the better choice, and [`OfiTransport::new`] warns. It is
+//!   also not safe when ranks die: a rank SIGKILLed while it holds the spinlock of a shared
+//!   region leaves it held, and every rank that then touches that region spins inside
+//!   libfabric for good (a 16-rank corrected allreduce with rank 5 killed around 270 ms hung
+//!   in about 1 run of 25; the stuck ranks spent 97.7% of their time in `pthread_spin_lock`).
+//!   Nothing returns to ftcoll, so only the job's time limit ends such a job. An
+//!   endpoint closed in the same process as a peer that still
 //!   sends to it crashes libfabric, and a killed process leaves its region file
 //!   `/dev/shm/<pid>:...` behind for whoever notices the death to remove.
 //!
@@ -195,7 +204,9 @@ impl OfiTransport {
         let domain = Domain::open(&fabric, &chosen)?;
         // Room for one completion of every outstanding operation, with as much again of
         // receives for those that complete while earlier ones are read.
-        let cq_entries = MAX_SENDS_IN_FLIGHT + 2 * rx::RECV_BUFFERS;
+        let (small_recvs, large_recvs) = rx::recv_counts(&provider);
+        let recv_buffers = small_recvs + large_recvs;
+        let cq_entries = MAX_SENDS_IN_FLIGHT + 2 * recv_buffers;
         let cq = CompletionQueue::open(&domain, cq_entries)?;
         let av = AddressVector::open(&domain, chosen.av_type(), config.size as usize)?;
         let ep = Endpoint::open(&domain, &chosen, cq, av)?;
@@ -205,12 +216,17 @@ impl OfiTransport {
         if provider == "shm" {
             tracing::warn!(
                 rank = config.rank.0,
-                "libfabric's shm provider loses messages that arrive in bursts before receives are posted; prefer the shm transport on one machine"
+                "libfabric's shm provider drops frames once about 1,800 are pending at a rank, and a rank killed while holding a region's lock hangs its peers until the job's time limit; prefer ftcoll's own shm transport on one machine"
             );
         }
-        let rx = RecvSide::new(&domain, layout)?;
+        let rx = RecvSide::new(
+            &domain,
+            layout,
+            (small_recvs, large_recvs),
+            rx::loses_frames(&provider),
+        )?;
         let mut transport = OfiTransport {
-            ops: Ops::new(ep, MAX_SENDS_IN_FLIGHT, rx::RECV_BUFFERS),
+            ops: Ops::new(ep, MAX_SENDS_IN_FLIGHT, recv_buffers),
             graveyard: GraveyardGuard::new(),
             rx,
             tx: SendSide::default(),
@@ -261,6 +277,14 @@ impl OfiTransport {
             .poll(MAX_COMPLETIONS_PER_CALL, &mut self.completions);
         if !self.completions.is_empty() {
             self.handle_completions();
+            if let Some(lost) = self.rx.take_lost() {
+                return Err(TransportError::FramesLost {
+                    provider: self.provider.clone(),
+                    from: lost.source.0,
+                    seq: lost.seq,
+                    ahead: lost.ahead,
+                });
+            }
         }
         let read = result?;
         self.repost_receives()?;

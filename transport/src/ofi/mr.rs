@@ -84,28 +84,34 @@ impl Drop for MemoryRegion {
     }
 }
 
-/// A zeroed allocation of `u64` words, owned through a raw pointer rather than a `Box`: the
-/// provider writes it while a receive is posted, which a `Box`'s uniqueness would not allow.
+/// A zeroed anonymous mapping of `u64` words, reached through a raw pointer: the provider
+/// writes it while a receive is posted, which a `Box`'s uniqueness would not allow. A mapping of
+/// its own rather than a heap allocation: the heap zeroes (touches) every page of a reused
+/// chunk, while a fresh mapping costs memory only for the pages frames touch, which matters with
+/// a thousand receive buffers posted (the `shm` provider) and mostly small frames.
 struct Words {
     ptr: NonNull<u64>,
     len: usize,
+    /// Owns the memory `ptr` points into; unmapped on drop.
+    _map: memmap2::MmapMut,
 }
 
 impl Words {
-    fn zeroed(len: usize) -> Words {
-        // Zeroed allocations this large come from fresh mappings: only pages touched cost memory.
-        let boxed = vec![0u64; len].into_boxed_slice();
-        Words {
-            ptr: NonNull::from(Box::leak(boxed)).cast::<u64>(),
+    fn zeroed(len: usize) -> Result<Words, TransportError> {
+        let mut map = memmap2::MmapMut::map_anon(len * 8).map_err(|source| TransportError::Io {
+            context: "mapping a receive buffer",
+            source,
+        })?;
+        // Page-aligned, so 8-byte aligned; non-null since the length is at least one word.
+        let ptr = NonNull::new(map.as_mut_ptr().cast::<u64>()).ok_or(TransportError::Io {
+            context: "mapping a receive buffer",
+            source: std::io::Error::other("null mapping"),
+        })?;
+        Ok(Words {
+            ptr,
             len,
-        }
-    }
-}
-
-impl Drop for Words {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` as a boxed slice of `len` words, freed only here.
-        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) });
+            _map: map,
+        })
     }
 }
 
@@ -123,7 +129,7 @@ unsafe impl Send for Buffer {}
 impl Buffer {
     /// A registered buffer of at least `bytes` bytes (and at least one word).
     pub(super) fn new(domain: &Arc<Domain>, bytes: usize) -> Result<Buffer, TransportError> {
-        let words = Words::zeroed(bytes.div_ceil(8).max(1));
+        let words = Words::zeroed(bytes.div_ceil(8).max(1))?;
         // SAFETY: the region is dropped before `words` (field order), and operations using it
         // own the buffer.
         let region =

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ftcoll_algos::Rank;
 
@@ -16,13 +17,29 @@ use crate::TransportError;
 
 /// Receive buffers of [`SMALL_FRAME_BYTES`] posted at all times (2 MiB).
 const SMALL_RECVS: usize = 32;
+/// Small receive buffers posted with libfabric's `shm` provider. Version 1.17 of it silently
+/// drops tagged frames that arrive unexpected (no receive posted) once about as many are
+/// pending as receives are posted: with 32 posted, a burst of 100 frames to a rank that is not
+/// polling delivers 64 and the sender sees every send complete. Posting many more receives
+/// moves that point to bursts of about 1,800 frames at one rank. Their memory is
+/// mapped lazily, so only the pages frames touch become resident (one page for most frames).
+const SHM_SMALL_RECVS: usize = 1000;
 /// Receive buffers of the maximum frame size posted at all times. Their memory is mapped
 /// lazily, so only the pages large frames touch become resident (unless the provider pins
 /// registered memory).
 const LARGE_RECVS: usize = 2;
-/// Receive buffers of both classes.
-pub(super) const RECV_BUFFERS: usize = SMALL_RECVS + LARGE_RECVS;
-/// Buffers `poll_recv` may leave for the next pump to re-post (out of [`SMALL_RECVS`]).
+
+/// How many receive buffers of each class `provider` gets.
+pub(super) fn recv_counts(provider: &str) -> (usize, usize) {
+    let small = if loses_frames(provider) {
+        SHM_SMALL_RECVS
+    } else {
+        SMALL_RECVS
+    };
+    (small, LARGE_RECVS)
+}
+
+/// Buffers `poll_recv` may leave for the next pump to re-post (out of [`SMALL_RECVS`] or more).
 pub(super) const MAX_DEFERRED_REPOSTS: usize = 4;
 
 /// A frame ready for the handler.
@@ -46,9 +63,30 @@ enum Ready {
 struct Link {
     /// Sequence number of the next frame to deliver.
     expected: u64,
-    /// Frames that completed before `expected`, by sequence number. Bounded by the sender's
-    /// outstanding sends (`MAX_SENDS_IN_FLIGHT`): a frame can only overtake posted ones.
+    /// Frames that completed before `expected`, by sequence number: small frames overtake a
+    /// large one still in flight (the provider completes the small eager sends at once).
     ahead: BTreeMap<u64, (Vec<u64>, usize)>,
+    /// Since when frames have been held ahead, on a provider that can lose frames.
+    gap_since: Option<Instant>,
+}
+
+/// On a provider that can lose frames (see [`recv_counts`]), a frame missing while more than
+/// this many later ones arrived...
+const MAX_AHEAD: usize = 1024;
+/// ... for this long is lost: on one machine even the largest frame takes milliseconds.
+const MAX_GAP: Duration = Duration::from_secs(1);
+
+/// Whether `provider` can lose frames (see [`SHM_SMALL_RECVS`]).
+pub(super) fn loses_frames(provider: &str) -> bool {
+    provider == "shm"
+}
+
+/// A frame the provider lost: its link's source, its sequence number, the frames held after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Lost {
+    pub(super) source: Rank,
+    pub(super) seq: u64,
+    pub(super) ahead: usize,
 }
 
 /// The receive side (see the module docs).
@@ -58,16 +96,25 @@ pub(super) struct RecvSide {
     ready: VecDeque<Ready>,
     /// Buffers not posted: new, handed back after delivery, or refused by the provider.
     idle: Vec<Buffer>,
+    /// Gaps are checked for loss (the provider can lose frames).
+    detect_loss: bool,
+    /// The first frame found lost, not yet reported.
+    lost: Option<Lost>,
 }
 
 impl RecvSide {
     /// Allocates and registers the receive buffers (posted by [`OfiTransport::repost_receives`]).
-    pub(super) fn new(domain: &Arc<Domain>, layout: TagLayout) -> Result<RecvSide, TransportError> {
-        let mut idle = Vec::with_capacity(RECV_BUFFERS);
-        for _ in 0..LARGE_RECVS {
+    pub(super) fn new(
+        domain: &Arc<Domain>,
+        layout: TagLayout,
+        (small, large): (usize, usize),
+        detect_loss: bool,
+    ) -> Result<RecvSide, TransportError> {
+        let mut idle = Vec::with_capacity(small + large);
+        for _ in 0..large {
             idle.push(Buffer::new(domain, max_frame_bytes())?);
         }
-        for _ in 0..SMALL_RECVS {
+        for _ in 0..small {
             idle.push(Buffer::new(domain, SMALL_FRAME_BYTES)?);
         }
         Ok(RecvSide {
@@ -75,12 +122,19 @@ impl RecvSide {
             links: BTreeMap::new(),
             ready: VecDeque::new(),
             idle,
+            detect_loss,
+            lost: None,
         })
     }
 
     /// Buffers handed back and not posted again yet.
     pub(super) fn idle_buffers(&self) -> usize {
         self.idle.len()
+    }
+
+    /// The first frame found lost since the last call, if any.
+    pub(super) fn take_lost(&mut self) -> Option<Lost> {
+        self.lost.take()
     }
 
     /// Whether frames wait for the handler.
@@ -145,6 +199,9 @@ impl RecvSide {
                     link.expected = self.layout.wrap(link.expected + 1);
                     self.ready.push_back(Ready::Copied { source, words, len });
                 }
+                if link.ahead.is_empty() {
+                    link.gap_since = None;
+                }
             }
             Some(_) => {
                 let mut words = vec![0u64; len.div_ceil(8)];
@@ -152,6 +209,20 @@ impl RecvSide {
                     .copy_from_slice(&buffer.bytes()[..len]);
                 link.ahead.insert(tag.seq, (words, len));
                 self.idle.push(buffer);
+                if !self.detect_loss {
+                    return;
+                }
+                let since = *link.gap_since.get_or_insert_with(Instant::now);
+                if link.ahead.len() > MAX_AHEAD && since.elapsed() >= MAX_GAP {
+                    // Nothing will fill the gap: stop holding the link's frames and report
+                    // the loss once.
+                    self.lost.get_or_insert(Lost {
+                        source,
+                        seq: link.expected,
+                        ahead: link.ahead.len(),
+                    });
+                    link.ahead.clear();
+                }
             }
             None => {
                 tracing::warn!(

@@ -360,3 +360,108 @@ pub(super) fn failed_receive_names_no_link(provider: &str) {
     }
     assert_eq!(got, [(Rank(0), frame(0, 0, 100))]);
 }
+
+/// Several ranks each send `per_sender` small frames to rank 0 while it does not poll at all
+/// (a rank descheduled or busy computing); once it polls again every frame arrives, in order.
+pub(super) fn unpolled_receiver_loses_nothing(provider: &str, senders: u32, per_sender: u64) {
+    let mut ts = job(provider, senders + 1);
+    let len = |seq: u64| 12 + (seq as usize * 7919) % 600;
+    for seq in 0..per_sender {
+        for from in 1..=senders {
+            let t = &mut ts[from as usize];
+            t.send(Rank(0), &frame(from, seq, len(seq))).unwrap();
+            t.progress().unwrap();
+        }
+    }
+    // The senders push what the provider takes (it may hold some back until the receiver
+    // polls) for a while before the receiver looks.
+    let until = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < until {
+        for t in &mut ts[1..] {
+            t.progress().unwrap();
+        }
+    }
+    let expected = (u64::from(senders) * per_sender) as usize;
+    let mut got = Vec::new();
+    drive(&mut ts, &mut got, |got| got.len() >= expected);
+    let mut next_seq = BTreeMap::new();
+    for (me, from, bytes) in &got {
+        assert_eq!(*me, 0);
+        let next = next_seq.entry(*from).or_insert(0u64);
+        assert!(
+            *bytes == frame(from.0, *next, len(*next)),
+            "frame {next} from {from} differs"
+        );
+        *next += 1;
+    }
+}
+
+/// A burst far beyond what the provider can hold for a rank that does not poll, then traffic
+/// for a while as it polls: every frame arrives in order, or the receiver reports the first one
+/// lost; it never waits silently for a frame that cannot come.
+pub(super) fn overflow_arrives_or_is_reported(provider: &str) {
+    const SENDERS: u32 = 3;
+    const BURST: u64 = 1500;
+    // Longer than a gap must last to count as a loss.
+    const TRAFFIC_AFTER: Duration = Duration::from_millis(1500);
+    let mut ts = job(provider, SENDERS + 1);
+    let frame_of = |from: u32, seq: u64| frame(from, seq, 40);
+    for seq in 0..BURST {
+        for from in 1..=SENDERS {
+            ts[from as usize]
+                .send(Rank(0), &frame_of(from, seq))
+                .unwrap();
+        }
+    }
+    let until = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < until {
+        for t in &mut ts[1..] {
+            t.progress().unwrap();
+        }
+    }
+    let mut next_seq = BTreeMap::new();
+    let mut received = 0;
+    let mut sent = BURST;
+    let start = Instant::now();
+    let lost = loop {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{received} frames arrived, none reported lost"
+        );
+        if start.elapsed() < TRAFFIC_AFTER {
+            for from in 1..=SENDERS {
+                ts[from as usize]
+                    .send(Rank(0), &frame_of(from, sent))
+                    .unwrap();
+            }
+            sent += 1;
+            thread::sleep(Duration::from_micros(200));
+        }
+        for t in &mut ts[1..] {
+            t.progress().unwrap();
+        }
+        let mut check = |from: Rank, bytes: &[u8]| {
+            let next = next_seq.entry(from).or_insert(0u64);
+            assert!(
+                *bytes == frame_of(from.0, *next),
+                "frame {next} from {from} differs"
+            );
+            *next += 1;
+            received += 1;
+        };
+        if let Err(e) = ts[0].poll_recv(64, &mut check) {
+            break e;
+        }
+        if received == (u64::from(SENDERS) * sent) as usize && start.elapsed() >= TRAFFIC_AFTER {
+            return;
+        }
+    };
+    let TransportError::FramesLost {
+        from, seq, ahead, ..
+    } = lost
+    else {
+        panic!("unexpected error: {lost}");
+    };
+    assert_eq!(seq, next_seq.get(&Rank(from)).copied().unwrap_or(0));
+    assert!(ahead > 0);
+}
