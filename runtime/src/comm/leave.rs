@@ -15,7 +15,10 @@ const FLUSH_LINGER: Duration = Duration::from_millis(50);
 impl Communicator {
     /// Leaves the job: reports this rank's memory footprint and flushes sends.
     pub fn finish(mut self) -> Result<(), CommError> {
-        let flush = self.agreements > 0 || self.ft_rings > 0;
+        // Also after operations that stay reachable once finished (FTCO's probes): they are
+        // served until the flush shows every survivor returned from them.
+        let flush =
+            self.agreements > 0 || self.ft_rings > 0 || self.endpoint().keeps_finished_reachable();
         if flush {
             // 002 Sec. 3: a flushing agreement before leaving, so that every survivor has
             // returned from every earlier agreement and nobody will ask this rank for one.

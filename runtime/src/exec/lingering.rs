@@ -1,6 +1,6 @@
-//! Finished operations whose protocol is not settled yet (see `Protocol::settled`): they keep
-//! receiving their frames and the failure notices while later operations run, and until the
-//! rank leaves the job.
+//! Finished operations whose protocol is not settled yet (see `Protocol::settled`), or that must
+//! stay reachable (`Protocol::serve_until`): they keep receiving their frames and the failure
+//! notices while later operations run, and until the rank leaves the job.
 
 use ftcoll_algos::protocol::{Input, Outbox, Protocol};
 use ftcoll_algos::{Rank, Time};
@@ -19,9 +19,13 @@ pub(super) struct Lingering {
 }
 
 impl Lingering {
-    /// Unsettled, or settled but still to be reachable (`Protocol::serve_until`).
-    pub(super) fn still_needed(&self, now: Time) -> bool {
-        !self.protocol.settled() || self.protocol.serve_until().is_some_and(|t| t > now)
+    /// Unsettled, or settled but to stay reachable (`Protocol::serve_until`). The latter is
+    /// served until the flushing agreement at the exit shows that every survivor returned from
+    /// it ([`Endpoint::forget_settled_lingering`]) or newer ones push it out, not only until its
+    /// `serve_until`: a rank that started late along a path broken by deaths can probe it
+    /// later than any time the protocol can foresee (004 leaves this open).
+    pub(super) fn still_needed(&self) -> bool {
+        !self.protocol.settled() || self.protocol.serve_until().is_some()
     }
 
     /// Hands `input` to the protocol.
@@ -36,6 +40,12 @@ impl Lingering {
 }
 
 impl<T: Transport> Endpoint<T> {
+    /// Whether an operation that must stay reachable after it finished (`Protocol::serve_until`)
+    /// ran: the rank then flushes with an agreement before leaving.
+    pub fn keeps_finished_reachable(&self) -> bool {
+        self.keeps_finished_reachable
+    }
+
     /// Stops serving the finished operations that only wait to answer late requests (settled,
     /// with a `serve_until`): once every live rank returned from them, nobody will ask.
     pub fn forget_settled_lingering(&mut self) {
@@ -48,9 +58,19 @@ impl<T: Transport> Endpoint<T> {
         if protocol.settled() && protocol.serve_until().is_none() {
             return;
         }
+        if protocol.serve_until().is_some() {
+            self.keeps_finished_reachable = true;
+        }
         if self.lingering.len() >= MAX_LINGERING {
-            let oldest = self.lingering.remove(0);
-            tracing::debug!(op = oldest.op_id, "stopped serving an unsettled operation");
+            // The oldest settled one goes first: it only answers probes, while an unsettled
+            // one still owes a peer its corrections.
+            let at = self
+                .lingering
+                .iter()
+                .position(|l| l.protocol.settled())
+                .unwrap_or(0);
+            let gone = self.lingering.remove(at);
+            tracing::debug!(op = gone.op_id, "stopped serving a finished operation");
         }
         let mut lingering = Lingering { op_id, protocol };
         // What it sends in answer leaves with the next pass's sends.
@@ -85,8 +105,7 @@ impl<T: Transport> Endpoint<T> {
             );
             self.after_handle(stats)?;
         }
-        let now = self.now();
-        self.lingering.retain(|l| l.still_needed(now));
+        self.lingering.retain(Lingering::still_needed);
         Ok(())
     }
 
@@ -108,7 +127,7 @@ impl<T: Transport> Endpoint<T> {
                 fired = true;
             }
         }
-        self.lingering.retain(|l| l.still_needed(now));
+        self.lingering.retain(Lingering::still_needed);
         Ok(fired)
     }
 

@@ -103,6 +103,8 @@ pub struct Endpoint<T: Transport> {
     next_op_id: u64,
     /// Finished operations still served (see [`Endpoint::linger`]), oldest first.
     lingering: Vec<Lingering>,
+    /// An operation that must stay reachable after it finished has lingered.
+    keeps_finished_reachable: bool,
     /// The per-communicator services (agreement, revocation), in world ranks: their frames
     /// reach them whatever operation runs, so a rank answers agreements it already returned
     /// from.
@@ -164,6 +166,7 @@ impl<T: Transport> Endpoint<T> {
             held: HeldFrames::default(),
             next_op_id: 1,
             lingering: Vec::new(),
+            keeps_finished_reachable: false,
             services: Services::default(),
             group: None,
             scratch: Vec::new(),

@@ -74,8 +74,7 @@ impl<T: Transport> Endpoint<T> {
         })?;
         self.after_handle(stats)?;
         if !self.lingering.is_empty() {
-            let now = self.now();
-            self.lingering.retain(|l| l.still_needed(now));
+            self.lingering.retain(Lingering::still_needed);
         }
         Ok(handled)
     }
