@@ -293,8 +293,11 @@ impl<T: Real> Gossip<T> {
         for (peer, flow, _) in self.flows.iter() {
             if self.config.rule.checked() && self.layout.corrupted(flow, self.tau) {
                 return Err(format!(
-                    "rank {}: flow to {peer} fails its checksum",
-                    self.config.rank
+                    "rank {}: flow to {peer} fails its checksum (defect {:e} > tau {:e}; {:?})",
+                    self.config.rank,
+                    self.layout.checksum_defect(flow),
+                    self.tau,
+                    flow.iter().map(|x| x.to_f64()).collect::<Vec<_>>()
                 ));
             }
         }

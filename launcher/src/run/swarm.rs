@@ -11,7 +11,9 @@ use super::job_from_args;
 
 /// `ftcoll-launch check`: the swarm of [`crate::check`], run after run, with counts per family.
 pub fn check(args: &crate::check::CheckArgs) -> anyhow::Result<()> {
-    use crate::check::{draw, judge, Family, RunOutcome, SwarmSummary};
+    use crate::check::{
+        after_late_run, draw, judge, late_run_flags, Family, RunOutcome, SwarmSummary,
+    };
     let only = args
         .family
         .as_deref()
@@ -40,9 +42,14 @@ pub fn check(args: &crate::check::CheckArgs) -> anyhow::Result<()> {
                         if k >= args.runs {
                             break mine;
                         }
-                        let run = draw(args.seed.wrapping_add(k), only, args.max_n);
+                        let mut run = draw(args.seed.wrapping_add(k), only, args.max_n);
                         let inside = run.inside_model || args.plant_all_tolerated;
-                        let outcome = judge(inside, verdict_of(&run.argv));
+                        let mut outcome = judge(inside, verdict_of(&run.argv));
+                        if let RunOutcome::Unconverged(_) = outcome {
+                            run.argv.extend(late_run_flags());
+                            let late = judge(inside, verdict_of(&run.argv));
+                            outcome = after_late_run(outcome, late);
+                        }
                         // Only a violation prints its command.
                         let replay = match outcome {
                             RunOutcome::Violation(_) => run.command(),
@@ -66,13 +73,26 @@ pub fn check(args: &crate::check::CheckArgs) -> anyhow::Result<()> {
     summary.wall_s = started.elapsed().as_secs_f64();
     summary.runs_per_s = args.runs as f64 / summary.wall_s.max(1e-9);
     println!(
-        "{:<10} {:>8} {:>8} {:>15} {:>13} {:>12} {:>10}",
-        "family", "runs", "inside", "outside:correct", "outside:loud", "unconverged", "violations"
+        "{:<10} {:>8} {:>8} {:>15} {:>13} {:>6} {:>12} {:>10}",
+        "family",
+        "runs",
+        "inside",
+        "outside:correct",
+        "outside:loud",
+        "late",
+        "unconverged",
+        "violations"
     );
     for (family, c) in &summary.families {
         println!(
-            "{family:<10} {:>8} {:>8} {:>15} {:>13} {:>12} {:>10}",
-            c.runs, c.inside_model, c.outside_correct, c.outside_loud, c.unconverged, c.violations
+            "{family:<10} {:>8} {:>8} {:>15} {:>13} {:>6} {:>12} {:>10}",
+            c.runs,
+            c.inside_model,
+            c.outside_correct,
+            c.outside_loud,
+            c.converged_late,
+            c.unconverged,
+            c.violations
         );
     }
     println!(
