@@ -551,6 +551,15 @@ pub trait Protocol {
         None
     }
 
+    /// Whether a finished instance with a [`Protocol::serve_until`] must in fact stay
+    /// reachable until every live rank has finished, however late that is. FTCO needs it: a
+    /// rank that starts late along a path broken by deaths probes later than any time the
+    /// instance can foresee. A runtime then serves it until its flushing agreement at the exit
+    /// decides; others (gossip's courtesy answers) only until `serve_until`.
+    fn serves_until_all_finish(&self) -> bool {
+        false
+    }
+
     /// Checks what must hold at this instance after every step of a fault-free run (mass,
     /// flow and checksum accounting for gossip). The simulator calls it after every input in
     /// debug builds when no fault is scheduled. `Ok` by default.

@@ -688,6 +688,10 @@ impl Protocol for Ftco {
         self.serve_until
     }
 
+    fn serves_until_all_finish(&self) -> bool {
+        true
+    }
+
     fn inspect(&self) -> crate::inspect::Inspection {
         self.inspection()
     }

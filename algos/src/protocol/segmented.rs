@@ -727,6 +727,10 @@ impl<P: SegmentProtocol> Protocol for Segmented<P> {
         self.instances().filter_map(Protocol::serve_until).max()
     }
 
+    fn serves_until_all_finish(&self) -> bool {
+        self.instances().any(Protocol::serves_until_all_finish)
+    }
+
     fn check_invariants(&self) -> Result<(), String> {
         self.instances().try_for_each(Protocol::check_invariants)
     }

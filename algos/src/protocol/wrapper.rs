@@ -68,6 +68,10 @@ impl<W: Wrapper> Protocol for W {
         self.inner().serve_until()
     }
 
+    fn serves_until_all_finish(&self) -> bool {
+        self.inner().serves_until_all_finish()
+    }
+
     fn check_invariants(&self) -> Result<(), String> {
         self.inner().check_invariants()
     }
@@ -124,6 +128,10 @@ mod tests {
             Some(Time(9))
         }
 
+        fn serves_until_all_finish(&self) -> bool {
+            true
+        }
+
         fn check_invariants(&self) -> Result<(), String> {
             Err("mass is not conserved".into())
         }
@@ -160,6 +168,7 @@ mod tests {
         );
         assert_eq!(protocol.poll_timeout(), Some(Time(7)));
         assert_eq!(protocol.serve_until(), Some(Time(9)));
+        assert!(protocol.serves_until_all_finish());
         assert!(!protocol.settled());
     }
 

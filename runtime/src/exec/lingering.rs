@@ -19,13 +19,16 @@ pub(super) struct Lingering {
 }
 
 impl Lingering {
-    /// Unsettled, or settled but to stay reachable (`Protocol::serve_until`). The latter is
-    /// served until the flushing agreement at the exit shows that every survivor returned from
-    /// it ([`Endpoint::forget_settled_lingering`]) or newer ones push it out, not only until its
-    /// `serve_until`: a rank that started late along a path broken by deaths can probe it
-    /// later than any time the protocol can foresee (004 leaves this open).
-    pub(super) fn still_needed(&self) -> bool {
-        !self.protocol.settled() || self.protocol.serve_until().is_some()
+    /// Unsettled, or settled but to stay reachable: until its `serve_until`, or, when it must
+    /// stay reachable until every live rank finished (`Protocol::serves_until_all_finish`,
+    /// FTCO), until the flushing agreement at the exit shows that every survivor returned from
+    /// it ([`Endpoint::forget_settled_lingering`]) or newer ones push it out.
+    pub(super) fn still_needed(&self, now: Time) -> bool {
+        !self.protocol.settled()
+            || self
+                .protocol
+                .serve_until()
+                .is_some_and(|t| t > now || self.protocol.serves_until_all_finish())
     }
 
     /// Hands `input` to the protocol.
@@ -40,8 +43,9 @@ impl Lingering {
 }
 
 impl<T: Transport> Endpoint<T> {
-    /// Whether an operation that must stay reachable after it finished (`Protocol::serve_until`)
-    /// ran: the rank then flushes with an agreement before leaving.
+    /// Whether an operation that must stay reachable until every live rank finished
+    /// (`Protocol::serves_until_all_finish`) lingered: the rank then flushes with an agreement
+    /// before leaving.
     pub fn keeps_finished_reachable(&self) -> bool {
         self.keeps_finished_reachable
     }
@@ -58,7 +62,7 @@ impl<T: Transport> Endpoint<T> {
         if protocol.settled() && protocol.serve_until().is_none() {
             return;
         }
-        if protocol.serve_until().is_some() {
+        if protocol.serves_until_all_finish() {
             self.keeps_finished_reachable = true;
         }
         if self.lingering.len() >= MAX_LINGERING {
@@ -105,7 +109,8 @@ impl<T: Transport> Endpoint<T> {
             );
             self.after_handle(stats)?;
         }
-        self.lingering.retain(Lingering::still_needed);
+        let now = self.now();
+        self.lingering.retain(|l| l.still_needed(now));
         Ok(())
     }
 
@@ -127,7 +132,8 @@ impl<T: Transport> Endpoint<T> {
                 fired = true;
             }
         }
-        self.lingering.retain(Lingering::still_needed);
+        let now = self.now();
+        self.lingering.retain(|l| l.still_needed(now));
         Ok(fired)
     }
 

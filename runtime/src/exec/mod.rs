@@ -103,7 +103,7 @@ pub struct Endpoint<T: Transport> {
     next_op_id: u64,
     /// Finished operations still served (see [`Endpoint::linger`]), oldest first.
     lingering: Vec<Lingering>,
-    /// An operation that must stay reachable after it finished has lingered.
+    /// An operation that must stay reachable until every live rank finished has lingered.
     keeps_finished_reachable: bool,
     /// The per-communicator services (agreement, revocation), in world ranks: their frames
     /// reach them whatever operation runs, so a rank answers agreements it already returned

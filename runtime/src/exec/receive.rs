@@ -74,7 +74,8 @@ impl<T: Transport> Endpoint<T> {
         })?;
         self.after_handle(stats)?;
         if !self.lingering.is_empty() {
-            self.lingering.retain(Lingering::still_needed);
+            let now = self.now();
+            self.lingering.retain(|l| l.still_needed(now));
         }
         Ok(handled)
     }
