@@ -173,7 +173,7 @@ impl FlipTarget {
     pub fn apply(self, frame: &mut [u8]) -> bool {
         use crate::bits::flip_in_bytes;
         use crate::values::Dtype;
-        use crate::wire::HEADER_BYTES;
+        use crate::wire::header_len_of;
         match self {
             FlipTarget::Raw { bit } => {
                 flip_in_bytes(frame, 1, (bit / 8) as usize, (bit % 8) as u32)
@@ -184,7 +184,7 @@ impl FlipTarget {
                     .get(5)
                     .and_then(|&code| Dtype::from_u8(code))
                     .map_or(0, Dtype::elem_bytes);
-                let payload = frame.get_mut(HEADER_BYTES..).unwrap_or_default();
+                let payload = frame.get_mut(header_len_of(frame)..).unwrap_or_default();
                 flip_in_bytes(payload, elem_bytes, elem as usize, bit)
             }
         }

@@ -309,7 +309,7 @@ impl Outbox {
     pub fn send_words_at(&self, i: usize) -> Option<(Rank, &[u64], usize)> {
         let send = self.sends.get(i)?;
         let start = send.first_word as usize;
-        let words = crate::wire::frame_words(send.len_bytes as usize - crate::wire::HEADER_BYTES);
+        let words = (send.len_bytes as usize).div_ceil(8);
         Some((
             send.to,
             self.words.get(start..start + words)?,

@@ -3,7 +3,7 @@
 
 #![no_main]
 
-use ftcoll_algos::wire::{encode_with_trailer, Frame, FrameError, HEADER_BYTES};
+use ftcoll_algos::wire::{encode_with_trailer, Frame, FrameError};
 use ftcoll_algos::{Algorithm, OpId};
 use libfuzzer_sys::fuzz_target;
 
@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         Err(_) => return,
     };
     let payload_len = frame.header.payload_len as usize;
-    assert_eq!(HEADER_BYTES + payload_len, bytes.len());
+    assert_eq!(frame.header.wire_len() + payload_len, bytes.len());
     assert_eq!(frame.payload.len() + frame.trailer.len(), payload_len);
     assert_eq!(frame.trailer.len(), 4 * frame.header.trailer_ranks as usize);
 

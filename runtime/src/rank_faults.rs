@@ -313,7 +313,7 @@ mod tests {
 
     /// The first payload value of `frame`.
     fn first_value(frame: &[u8]) -> f64 {
-        let at = ftcoll_algos::wire::HEADER_BYTES;
+        let at = ftcoll_algos::wire::header_len_of(frame);
         bytemuck::pod_read_unaligned(&frame[at..at + 8])
     }
 

@@ -121,7 +121,7 @@ impl<T: Real> Net<T> {
                 if from == rank {
                     let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
                     let size = std::mem::size_of::<T>();
-                    let at = crate::wire::HEADER_BYTES + elem * size + bit as usize / 8;
+                    let at = crate::wire::header_len_of(bytes) + elem * size + bit as usize / 8;
                     bytes[at] ^= 1 << (bit % 8);
                     self.flip_next = None;
                 }

@@ -10,9 +10,10 @@ use crate::time::Time;
 use crate::values::Values;
 use crate::wire::Frame;
 
-/// What a run saw: the length of every frame sent, and whether any frame was rejected.
+/// What a run saw: the payload bytes (values and rank trailer) of every frame sent, and whether
+/// any frame was rejected.
 pub(crate) struct Traffic {
-    pub lengths: Vec<usize>,
+    pub payloads: Vec<usize>,
     pub rejected: bool,
 }
 
@@ -21,14 +22,17 @@ pub(crate) fn drive(ranks: &mut [Box<dyn Protocol>], inputs: &[Values], seed: u6
     let mut rng = SimRng::new(seed);
     let mut queue: Vec<(Rank, Rank, Vec<u64>, usize)> = Vec::new();
     let mut traffic = Traffic {
-        lengths: Vec::new(),
+        payloads: Vec::new(),
         rejected: false,
     };
     let mut out = Outbox::new();
     let mut collect = |from: Rank, out: &mut Outbox, queue: &mut Vec<_>| {
         for i in 0..out.send_count() {
             let (to, words, len) = out.send_words_at(i).expect("a queued send");
-            traffic.lengths.push(len);
+            let bytes: &[u8] = bytemuck::cast_slice(words);
+            traffic
+                .payloads
+                .push(len - crate::wire::header_len_of(bytes));
             queue.push((from, to, words.to_vec(), len));
         }
         traffic.rejected |= out

@@ -6,7 +6,7 @@ use crate::rng::SimRng;
 
 /// Runs the ranks to the end in an order drawn from `seed` (the ring must cope with a
 /// transport that reorders); no frame may be rejected. Returns the ranks and every frame's
-/// length.
+/// payload bytes.
 fn drive(
     mut ranks: Vec<Box<dyn Protocol>>,
     inputs: &[Values],
@@ -14,7 +14,7 @@ fn drive(
 ) -> (Vec<Box<dyn Protocol>>, Vec<usize>) {
     let traffic = crate::protocol::testing::drive(&mut ranks, inputs, seed);
     assert!(!traffic.rejected, "a frame was rejected");
-    (ranks, traffic.lengths)
+    (ranks, traffic.payloads)
 }
 
 fn config(rank: u32, size: u32, op: ReduceOp) -> RingConfig {
@@ -61,9 +61,7 @@ fn every_size_and_length_reduces_exactly_in_any_order() {
         // 2(N - 1) frames per rank, each at most one block.
         assert_eq!(lengths.len() as u32, 2 * size * size.saturating_sub(1));
         let block = len.div_ceil(size as usize);
-        assert!(lengths
-            .iter()
-            .all(|&l| l <= crate::wire::HEADER_BYTES + 4 * block));
+        assert!(lengths.iter().all(|&l| l <= 4 * block));
     }
 }
 
@@ -75,7 +73,7 @@ fn each_rank_moves_two_n_minus_one_over_n_of_the_vector() {
         .map(|r| Box::new(RingAllreduce::new(config(r, size, ReduceOp::Sum))) as Box<dyn Protocol>)
         .collect();
     let (_, lengths) = drive(ranks, &data, 1);
-    let payload: usize = lengths.iter().map(|l| l - crate::wire::HEADER_BYTES).sum();
+    let payload: usize = lengths.iter().sum();
     assert_eq!(payload, size as usize * 2 * 7 * 1000 * 4);
 }
 

@@ -52,14 +52,14 @@ fn direct_shell(rank: u32, size: u32, plan: SegmentPlan) -> Box<dyn Protocol> {
 }
 
 /// Runs every rank to the end, delivering queued frames in a random order drawn from `seed`;
-/// returns the ranks and the largest frame seen.
+/// returns the ranks and the largest payload seen.
 fn drive(
     mut ranks: Vec<Box<dyn Protocol>>,
     inputs: &[Values],
     seed: u64,
 ) -> (Vec<Box<dyn Protocol>>, usize) {
     let traffic = crate::protocol::testing::drive(&mut ranks, inputs, seed);
-    let largest = traffic.lengths.into_iter().max().unwrap_or(0);
+    let largest = traffic.payloads.into_iter().max().unwrap_or(0);
     (ranks, largest)
 }
 
@@ -112,8 +112,8 @@ fn any_length_any_segment_size_any_order_is_exact() {
         };
         let ranks = (0..size).map(|r| make(r, size, plan)).collect();
         let (ranks, largest) = drive(ranks, &inputs, case);
-        let bound = crate::wire::HEADER_BYTES + 8 * plan.segment_elems;
-        assert!(largest <= bound, "case {case}: frame of {largest} bytes");
+        let bound = 8 * plan.segment_elems;
+        assert!(largest <= bound, "case {case}: payload of {largest} bytes");
         for (r, rank) in ranks.iter().enumerate() {
             assert_eq!(rank.phase(), Phase::Done, "case {case} rank {r}");
             assert_eq!(as_f64(&**rank), want_f64, "case {case} rank {r}");
