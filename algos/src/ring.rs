@@ -11,7 +11,6 @@
 //!
 //! Not fault tolerant: a failed peer aborts the operation.
 
-use crate::direct::Placement;
 use crate::protocol::{
     AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
 };
@@ -21,28 +20,16 @@ use crate::time::Time;
 use crate::values::{ReduceOp, Values, ValuesRef};
 use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
-/// Vectors from this many bytes on go around the ring when ranks share cores, or when at most
-/// four ranks have a core each (below, recursive doubling's log2 N steps cost less than the
-/// ring's 2(N − 1)). Measured: see docs/performance.md.
+/// Vectors from this many bytes on go around the ring in the library's allreduce (below,
+/// recursive doubling's log2 N steps cost less than the ring's 2(N − 1)), however the ranks
+/// are placed. On the lent 16-core machine with a core per rank the ring was below recursive
+/// doubling from 64 KiB at 6, 8 and 16 ranks (16 ranks: 64 KiB 0.06-0.07 ms against 0.14, 1
+/// MiB 1.2-1.3 against 3.4-3.6, 16 MiB 31-32 against 66-75); on the 2-core development VM, with
+/// ranks sharing cores, from 64 KiB too. See docs/performance.md.
 pub const RING_MIN_BYTES: usize = 64 << 10;
 
-/// The same for more than four ranks with a core each. On the lent 16-core machine a ring step
-/// cost tens of microseconds whatever its block (the ranks copying at once share the memory
-/// bandwidth), and recursive doubling was at or below the ring up to 8 MiB at 8 and 16 ranks;
-/// the ring was below from 16 MiB at 16 ranks.
-pub const RING_MIN_BYTES_OWN_CORES: usize = 16 << 20;
-
-/// The smallest vector, in bytes, that the library's allreduce sends around the ring for
-/// `size` ranks placed as `placement` (where the user sets no threshold).
-pub fn ring_min_bytes(size: u32, placement: Placement) -> usize {
-    match placement {
-        Placement::OwnCores if size > 4 => RING_MIN_BYTES_OWN_CORES,
-        Placement::OwnCores | Placement::Oversubscribed => RING_MIN_BYTES,
-    }
-}
-
 /// Whether an allreduce of `bytes` over `size` ranks should take the ring, given the
-/// threshold `min_bytes` (normally [`ring_min_bytes`]).
+/// threshold `min_bytes` (normally [`RING_MIN_BYTES`]).
 pub fn prefer_ring(size: u32, bytes: usize, min_bytes: usize) -> bool {
     size >= 2 && bytes >= min_bytes
 }

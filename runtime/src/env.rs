@@ -26,7 +26,7 @@
 //! | `FTCOLL_OP_TIMEOUT_MS` | a rank's time limit for one collective, in ms (default 600 000) |
 //! | `FTCOLL_SMALL_ALLREDUCE` | `auto`, `rdb` or `direct`: the small allreduce ([`SmallAllreduce`]) |
 //! | `FTCOLL_SEGMENT_BYTES` | largest segment of a user vector one frame carries, in bytes (default: what the transport's frames hold) |
-//! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default 65536, or 16 MiB for more than 4 ranks with a core each) |
+//! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default 65536) |
 //! | `FTCOLL_SEGMENT_WINDOW` | segments a rank starts before the first completes (default 8) |
 //! | `FTCOLL_BIND` | `core`: pin each rank to the (`rank` mod k)-th of the k cores it may run on (the launcher sets it unless it is set; `none` keeps ranks free) |
 //! | `FTCOLL_SHM_LANE_BYTES` | (launcher) ring bytes per shared-memory lane (a power of two, at least 256) |
@@ -78,8 +78,8 @@ pub struct RankEnv {
     pub segment_bytes: Option<usize>,
     /// `FTCOLL_SEGMENT_WINDOW`: segments in flight per rank.
     pub segment_window: u32,
-    /// `FTCOLL_RING_MIN_BYTES`: from how many bytes the allreduce takes the ring (unset: by
-    /// rank count and placement, [`ftcoll_algos::ring::ring_min_bytes`]).
+    /// `FTCOLL_RING_MIN_BYTES`: from how many bytes the allreduce takes the ring (unset:
+    /// [`ftcoll_algos::ring::RING_MIN_BYTES`]).
     pub ring_min_bytes: Option<usize>,
 }
 

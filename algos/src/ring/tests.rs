@@ -289,31 +289,12 @@ fn allgather_under_the_shell_puts_chunks_in_their_blocks() {
     }
 }
 
-/// The measured thresholds: 64 KiB where ranks share cores or at most four have their own,
-/// 16 MiB beyond (docs/performance.md, the 16-core machine).
+/// The measured threshold: the ring from 64 KiB, for any number of ranks.
 #[test]
-fn the_ring_starts_later_for_many_ranks_with_their_own_cores() {
+fn the_ring_takes_vectors_from_64_kib() {
     for size in [2, 3, 4, 8, 16, 64] {
-        assert_eq!(
-            ring_min_bytes(size, Placement::Oversubscribed),
-            RING_MIN_BYTES
-        );
+        assert!(!prefer_ring(size, (64 << 10) - 8, RING_MIN_BYTES));
+        assert!(prefer_ring(size, 64 << 10, RING_MIN_BYTES));
     }
-    assert_eq!(ring_min_bytes(4, Placement::OwnCores), 64 << 10);
-    assert_eq!(ring_min_bytes(8, Placement::OwnCores), 16 << 20);
-    assert!(!prefer_ring(
-        16,
-        8 << 20,
-        ring_min_bytes(16, Placement::OwnCores)
-    ));
-    assert!(prefer_ring(
-        16,
-        16 << 20,
-        ring_min_bytes(16, Placement::OwnCores)
-    ));
-    assert!(prefer_ring(
-        2,
-        64 << 10,
-        ring_min_bytes(2, Placement::OwnCores)
-    ));
+    assert!(!prefer_ring(1, 1 << 20, RING_MIN_BYTES));
 }

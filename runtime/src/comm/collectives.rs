@@ -8,7 +8,7 @@ use ftcoll_algos::corrected::{
 use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig, Placement};
 use ftcoll_algos::protocol::{Segmented, ShellConfig};
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
-use ftcoll_algos::ring::{prefer_ring, ring_min_bytes};
+use ftcoll_algos::ring::{prefer_ring, RING_MIN_BYTES};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
@@ -81,9 +81,7 @@ impl Communicator {
         } else if prefer_ring(
             self.size(),
             bytes,
-            self.env
-                .ring_min_bytes
-                .unwrap_or_else(|| ring_min_bytes(self.size(), self.placement)),
+            self.env.ring_min_bytes.unwrap_or(RING_MIN_BYTES),
         ) {
             self.allreduce_ring(data, op)
         } else {
