@@ -249,7 +249,7 @@ impl<T: Transport> Endpoint<T> {
             if self.faults.has_state_flips() {
                 self.apply_state_flips(protocol, stats)?;
             }
-            progressed |= self.receive::<P, RECV_BATCH>(protocol, op_id, true, timed, stats)? > 0;
+            progressed |= self.receive_each(protocol, op_id, timed, stats)? > 0;
             if self.services.watched_revoked() {
                 return Ok(OpEnd::Revoked);
             }
