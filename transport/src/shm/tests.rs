@@ -158,10 +158,12 @@ fn records_published_by_a_rank_that_then_died_are_still_delivered() {
     // It dies holding the lease, with a half-written third record after the published two.
     let lane = seg.lane(0, 0);
     lane.owner.store(3, Ordering::SeqCst);
-    // Each record (8-byte record header, 56-byte frame header, 8 bytes of values) takes two
-    // 64-byte lines, so the third begins at 256.
-    lane.write(256 + 8, &[0xFF; 56]);
-    lane.write(320, &u64::MAX.to_le_bytes());
+    // Each record (8-byte record header, 40-byte compact frame header, 8 bytes of values)
+    // takes one 64-byte line, so the third begins at 128; the line after it holds a word that
+    // would read as a ready header.
+    assert_eq!(frame(2, 0, 1).len(), 48);
+    lane.write(128 + 8, &[0xFF; 48]);
+    lane.write(192, &u64::MAX.to_le_bytes());
     let mut receiver = ShmTransport::new(Arc::clone(&seg), Rank(0), Duration::ZERO).unwrap();
     receiver.peer_failed(Rank(2));
     let mut steps = Vec::new();

@@ -1,6 +1,6 @@
 //! The receive side of one connection: an 8-byte aligned buffer that turns the byte stream of
 //! length-prefixed frames into frames borrowed in place, each starting 8-byte aligned so that an
-//! `f64` payload after the 40-byte header is read in place.
+//! `f64` payload after the header (40 or 56 bytes) is read in place.
 //!
 //! The prefix is 4 bytes, so in a stream of frames the bodies are rarely aligned where they land.
 //! Two rules make them aligned without copying large frames:
