@@ -272,6 +272,7 @@ fn family_options(rng: &mut SimRng, algo: Algorithm, n: u32) -> Options {
     let mut argv = Vec::new();
     let mut model = Model::default();
     let tolerates = algo.descriptor().tolerates;
+    let mut step_model = false;
     let mut arg = |flag: &str, value: String| {
         argv.push(flag.to_string());
         argv.push(value);
@@ -332,6 +333,8 @@ fn family_options(rng: &mut SimRng, algo: Algorithm, n: u32) -> Options {
             }
             arg("--input", "int".into());
             model.crashes = n.saturating_sub(1);
+            // Half the runs in 004's step model, which the experiments use.
+            step_model = rng.chance(0.5);
         }
         Kind::Agreement | Kind::FtRing => {
             arg("--input", "int".into());
@@ -345,6 +348,9 @@ fn family_options(rng: &mut SimRng, algo: Algorithm, n: u32) -> Options {
             let len = [1, 2, 7, 64][rng.below(4) as usize];
             arg("--len", len.to_string());
         }
+    }
+    if step_model {
+        argv.push("--ftco-step-model".into());
     }
     if !tolerates.crashes {
         model.crashes = 0;

@@ -162,6 +162,10 @@ pub struct RunArgs {
     /// and the destination's degree (004 App. A).
     #[arg(long)]
     pub ftco_fixed_timeout: bool,
+    /// Simulator: run the ftco-* algorithms in 004's step model (one action per rank per
+    /// step, a rank done when its traversal is), as 004's Figs. 7-10 and Table 2 were made.
+    #[arg(long)]
+    pub ftco_step_model: bool,
     /// Gossip (ps .. pcf): push on a shared round clock instead of each rank's own
     /// (round-synchronous mode; hps and hpflc always are).
     #[arg(long)]

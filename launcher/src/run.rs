@@ -195,6 +195,9 @@ pub fn ftco_options(args: &RunArgs, sim: bool) -> anyhow::Result<FtcoOptions> {
     if args.ftco_roots == 0 {
         bail!("--ftco-roots must be at least 1");
     }
+    if args.ftco_step_model && !sim {
+        bail!("--ftco-step-model is a simulator model; add --sim, or drop it on real ranks");
+    }
     let text =
         args.detect_timeout
             .as_deref()
@@ -207,6 +210,7 @@ pub fn ftco_options(args: &RunArgs, sim: bool) -> anyhow::Result<FtcoOptions> {
             detect_timeout: Ticks(steps),
             fixed_timeout: args.ftco_fixed_timeout,
             service,
+            step_model: args.ftco_step_model,
             ..FtcoOptions::default()
         }),
         (false, FaultTime::Nanos(nanos)) if nanos > 0 => {

@@ -510,6 +510,7 @@ impl JobSpec {
         }
         if self.algo.ftco_collective().is_some() {
             config.detector = DetectorModel::Silent;
+            config.cost.protocol_steps = self.ftco.step_model;
         }
         if self.algo.gossip_rule().is_some()
             && config.oracle_stop.is_none()

@@ -293,6 +293,7 @@ fn a_root_failing_at_any_time_leaves_a_consistent_allreduce() {
                 },
             ],
             laggards: Vec::new(),
+            step_model: false,
             seed: at,
         };
         check_ftco_case(&case).unwrap_or_else(|v| panic!("{}", ftco_report(&v)));

@@ -29,6 +29,8 @@ const TIMER_ACK: TimerId = TimerId { kind: 1, index: 0 };
 const TIMER_PROBE: TimerId = TimerId { kind: 2, index: 0 };
 /// The end of the earliest notice hold (see [`Ftco::notice_hold`]).
 const TIMER_NOTICE: TimerId = TimerId { kind: 3, index: 0 };
+/// Timer: the next step of 004's step model ([`super::FtcoConfig::step_model`]).
+const TIMER_STEP: TimerId = TimerId { kind: 4, index: 0 };
 /// Largest service distance RSD returns (deeper than any tree of 2^32 ranks with k >= 2).
 const MAX_SERVICE_DISTANCE: u32 = 64;
 
@@ -153,6 +155,11 @@ pub struct Ftco {
     /// Up when the result was fixed: these peer roots compute it themselves.
     final_peers: Vec<u32>,
     queue: VecDeque<Inbound>,
+    /// The longest the inbound queue has been until this rank finished (004 Table 2's
+    /// "Max. Len.").
+    queue_peak: usize,
+    /// In the step model: the step this rank last acted in (one action per step).
+    last_step: Option<Time>,
     timers: TimerTable,
     disd_step: u64,
     counters: Counters,
@@ -203,6 +210,8 @@ impl Ftco {
             result: None,
             final_peers: Vec::new(),
             queue: VecDeque::new(),
+            queue_peak: 0,
+            last_step: None,
             timers: TimerTable::default(),
             disd_step: 0,
             counters: Counters::default(),
@@ -213,6 +222,12 @@ impl Ftco {
     /// The final result and its contributors, once known.
     pub fn result(&self) -> Option<&Piece> {
         self.result.as_ref()
+    }
+
+    /// The longest the inbound queue has been until this rank finished, counting every frame
+    /// waiting at once (after it finished, 004's rank has returned and reads nothing).
+    pub fn queue_peak(&self) -> usize {
+        self.queue_peak
     }
 
     /// Ranks this rank knows dead, ascending.
@@ -268,7 +283,22 @@ impl Ftco {
             }
         }
         self.recompute_view(out);
-        self.progress(now, out);
+        self.advance(now, out);
+    }
+
+    /// After an input that may give this rank work: Alg. 1's loop at once, or in the step
+    /// model the next step (this one, unless the rank already acted in it).
+    fn advance(&mut self, now: Time, out: &mut Outbox) {
+        if !self.config.step_model {
+            self.progress(now, out);
+            return;
+        }
+        if self.timers.deadline(TIMER_STEP).is_none() {
+            let next = self
+                .last_step
+                .map_or(now, |t| now.max(t.after(self.config.costs.overhead)));
+            self.timers.arm(TIMER_STEP, next);
+        }
     }
 
     fn abort(&mut self, reason: AbortReason, out: &mut Outbox) {
@@ -278,6 +308,7 @@ impl Ftco {
             self.timers.disarm(TIMER_ACK);
             self.timers.disarm(TIMER_PROBE);
             self.timers.disarm(TIMER_NOTICE);
+            self.timers.disarm(TIMER_STEP);
         }
     }
 
@@ -381,7 +412,6 @@ impl Ftco {
         }
     }
 
-    /// Ranks the final result goes to.
     /// Ranks the final result goes to: Down, and for a top rank the peer roots that do not
     /// compute the result themselves. Kept as a list (both steps of Alg. 1's loop read it, and
     /// a rank of a large root set has hundreds of peers), rebuilt where Up, Down, the top flag
@@ -390,6 +420,11 @@ impl Ftco {
         let mut targets = std::mem::take(&mut self.result_targets);
         targets.clear();
         targets.extend_from_slice(&self.down);
+        // The largest subtree first: its result has the longest way to go. Ascending rank
+        // order would serve a k-nomial node's leaves first and put (children - 1) sends on the
+        // critical path of every level.
+        let tree = self.view.tree;
+        targets.sort_by_key(|&x| (std::cmp::Reverse(tree.subtree_size(Rank(x))), x));
         if self.at_top {
             // `final_peers` is a subset of the ascending Up.
             let fixed = &self.final_peers;
@@ -438,16 +473,30 @@ impl Ftco {
             }
             // A step counts only if it sent: a peer with nothing to send it must not make the
             // loop spin (it would end in a timer re-armed at `now`, forever).
-            let wanting: Vec<u32> = self
+            // Peer roots in turn from the next rank up, so that each member of a root set
+            // gets one DATA per step instead of all of them at the same step.
+            let me = self.me;
+            let mut wanting: Vec<u32> = self
                 .up
                 .iter()
                 .copied()
                 .filter(|&x| self.needs_subtree(x))
                 .collect();
+            wanting.sort_unstable_by_key(|&x| (x < me, x));
+            // In the step model a top rank's DATA to its peer roots still leaves in one
+            // action, one send overhead each (the simulator keeps the rank busy for them):
+            // consistency needs a root that dies to have sent its piece to every peer root or
+            // to none, as the runtime's sends for one input leave together.
+            let together = self.config.step_model && self.at_top;
+            let mut sent = false;
             for x in wanting {
-                if self.send_data(x, now, out) {
+                sent |= self.send_data(x, now, out);
+                if sent && !together {
                     return true;
                 }
+            }
+            if sent {
+                return true;
             }
         }
         if self.result.is_none() {
@@ -572,13 +621,19 @@ impl Ftco {
         news
     }
 
-    /// Alg. 1: runs steps until none makes progress (bounded), then re-arms the timers.
+    /// Alg. 1: runs iterations until none makes progress (bounded), then re-arms the timers.
+    /// In the step model, one iteration: the step of `now`.
     fn progress(&mut self, now: Time, out: &mut Outbox) {
         if !matches!(self.phase, Phase::Running | Phase::Done) {
             return;
         }
+        let step_model = self.config.step_model;
         let n = self.view.tree.size() as usize;
-        let budget = 16 * (self.queue.len() + self.peers.len() + n) + 64;
+        let budget = if step_model {
+            1
+        } else {
+            16 * (self.queue.len() + self.peers.len() + n) + 64
+        };
         let mut quiet = false;
         for _ in 0..budget {
             if !matches!(self.phase, Phase::Running | Phase::Done) {
@@ -598,15 +653,38 @@ impl Ftco {
                 break;
             }
         }
-        if self.phase == Phase::Running
-            && self.traversal_complete()
-            && self.peers.values().all(|p| !p.outstanding())
-        {
+        // Alg. 1 ends a rank's operation when its traversal is complete; the runtime also
+        // waits until every DATA it sent is acknowledged, so a rank that returns has seen its
+        // data taken.
+        let finished = self.traversal_complete()
+            && (step_model || self.peers.values().all(|p| !p.outstanding()));
+        if self.phase == Phase::Running && finished {
             self.phase = Phase::Done;
             self.serve_until = Some(now.after(self.linger()));
             out.emit(Event::Completed);
         }
-        self.arm_timers(now, quiet);
+        if step_model {
+            self.arm_step_timers(now, quiet);
+        } else {
+            self.arm_timers(now, quiet);
+        }
+    }
+
+    /// The step model's timers: after a step that acted, the next step (which judges every
+    /// deadline); after a quiet one, the ACK and probe deadlines, or an arriving message.
+    fn arm_step_timers(&mut self, now: Time, quiet: bool) {
+        self.last_step = Some(now);
+        self.timers.disarm(TIMER_STEP);
+        self.arm_timers(now, true);
+        if !quiet {
+            let next = now.after(self.config.costs.overhead);
+            self.timers.arm(TIMER_STEP, next);
+            for timer in [TIMER_ACK, TIMER_PROBE, TIMER_NOTICE] {
+                if self.timers.deadline(timer).is_some_and(|at| at < next) {
+                    self.timers.arm(timer, next);
+                }
+            }
+        }
     }
 }
 
@@ -636,7 +714,7 @@ impl Protocol for Ftco {
                     if self.phase != Phase::Idle {
                         self.recompute_view(out);
                     }
-                    self.progress(now, out);
+                    self.advance(now, out);
                 }
             }
             Input::LinkFailed { .. } => {}

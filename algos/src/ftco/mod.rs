@@ -198,6 +198,12 @@ pub struct FtcoConfig {
     /// dies that can outgrow a transport frame that one vector fits, so it goes in parts of
     /// whole pieces, each part a DATA of its own.
     pub max_data_bytes: u64,
+    /// 004's step model (Sec. 5): one action per step, a send or the handling of one queued
+    /// message, chosen by Alg. 1's loop from the whole inbound queue; a rank finishes when its
+    /// traversal is complete (Alg. 3), not when its DATA is acknowledged. The runtime keeps the
+    /// event-driven engine, which empties its queue at every input and finishes only once
+    /// every DATA it sent is acknowledged.
+    pub step_model: bool,
 }
 
 impl FtcoConfig {
@@ -224,6 +230,7 @@ impl FtcoConfig {
             max_queue: 4096,
             payload_bytes: 0,
             max_data_bytes: 0,
+            step_model: false,
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct FtcoOptions {
     pub eta_slack: u32,
     /// Service-distance function.
     pub service: ServiceDistance,
+    /// 004's step model (see [`FtcoConfig::step_model`]); the simulator only.
+    pub step_model: bool,
 }
 
 impl Default for FtcoOptions {
@@ -45,6 +47,7 @@ impl Default for FtcoOptions {
             },
             eta_slack: 2,
             service: ServiceDistance::Rsd { ratio: 0.5 },
+            step_model: false,
         }
     }
 }
@@ -74,6 +77,7 @@ impl FtcoOptions {
         config.service = self.service;
         config.known_dead = known_dead;
         config.seed = seed;
+        config.step_model = self.step_model;
         Ok(config)
     }
 }

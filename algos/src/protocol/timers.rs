@@ -38,6 +38,14 @@ impl TimerTable {
         Some(self.deadlines.swap_remove(i).0)
     }
 
+    /// The deadline of `timer`, if it is armed.
+    pub fn deadline(&self, timer: TimerId) -> Option<Time> {
+        self.deadlines
+            .iter()
+            .find(|(id, _)| *id == timer)
+            .map(|(_, at)| *at)
+    }
+
     /// The earliest armed deadline: what [`super::Protocol::poll_timeout`] reports.
     pub fn next_deadline(&self) -> Option<Time> {
         self.deadlines.iter().map(|(_, at)| *at).min()

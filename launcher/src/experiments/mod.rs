@@ -365,6 +365,7 @@ pub fn allreduce_spec(n: u32, tree: TreeChoice) -> JobSpec {
     spec.ftco = FtcoOptions {
         shape: tree.shape,
         roots: tree.roots,
+        step_model: true,
         ..FtcoOptions::default()
     };
     spec
@@ -473,7 +474,12 @@ pub fn simulate_watched_checked(
             ) => 8 * w,
             _ => 0,
         })
-        .sum();
+        .sum::<u64>()
+        + config
+            .start_times
+            .as_ref()
+            .and_then(|t| t.iter().max())
+            .map_or(0, |&last| 2 * last);
     let config = bounded(config, spec.n, spread);
     let (sim, report) =
         simulate_watched(spec, config.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -562,6 +568,16 @@ pub fn root_counts(ctx: &Ctx) -> &'static [u32] {
     }
 }
 
+/// The root counts tried with radix `k` at `n` ranks: [`root_counts`] and `k` itself (the
+/// k-nomial tree whose first level is the fully connected root set), those below `n`.
+pub fn roots_with(ctx: &Ctx, k: u32, n: u32) -> Vec<u32> {
+    let mut roots: Vec<u32> = root_counts(ctx).iter().copied().chain([k]).collect();
+    roots.retain(|&r| r < n);
+    roots.sort_unstable();
+    roots.dedup();
+    roots
+}
+
 /// Fault-free latency of every tree in `trees` at `n` ranks, in order.
 pub fn fault_free(
     ctx: &Ctx,
@@ -579,15 +595,14 @@ pub fn fault_free(
     results.into_iter().collect()
 }
 
-/// The best multi-root k-nomial tree for `n` (k in [`radixes`], roots >= 2 in [`root_counts`]) and
-/// its fault-free latency; ties go to the smaller k, then fewer roots.
+/// The best multi-root k-nomial tree for `n` and its fault-free latency: k in [`radixes`] with
+/// k fully connected roots (the k-nomial tree whose first level is the root set: 004's
+/// multi-root k-nomial, whose Table 2 at 64K uses k = 9); ties go to the smaller k.
 pub fn best_multiroot_knomial(ctx: &Ctx, n: u32) -> anyhow::Result<(TreeChoice, u64)> {
-    let mut trees = Vec::new();
-    for k in radixes(ctx) {
-        for &roots in root_counts(ctx).iter().filter(|&&r| r >= 2 && r < n) {
-            trees.push(TreeChoice::knomial(k, roots));
-        }
-    }
+    let trees: Vec<TreeChoice> = radixes(ctx)
+        .filter(|&k| k < n)
+        .map(|k| TreeChoice::knomial(k, k))
+        .collect();
     let runs = fault_free(ctx, n, &trees)?;
     best(&runs).context("no multi-root tree fits")
 }

@@ -1,25 +1,28 @@
-//! 004 Table 2: process imbalance. Start times are spread uniformly on [0, W] or as
-//! |normal(0, W)| (the simulator's `spread:uniform=W` and `spread:normal=W`) for input spreads
-//! W = 0, 256, ..., 16384, on the best multi-root k-nomial tree for N (64K with `--full`, 4K by
-//! default), averaged over a few seeds (2 by default, 3 with `--full`; `--placements` overrides).
-//! A rank that has not started answers DATA and KEEPALIVE with ACK and keeps the DATA until it
-//! starts (004 App. B; the simulator does this for FTCO frames).
+//! 004 Table 2: process imbalance, in 004's step model. For input spreads W = 0, 256, ...,
+//! 16384, start times are uniform or normal draws placed affinely onto [0, W], so that
+//! StartTime_first = 0 and StartTime_last = W (004's input spread); on the best multi-root
+//! k-nomial tree for N (64K with `--full`, 4K by default), averaged over a few seeds (2 by
+//! default, 3 with `--full`; `--placements` overrides). A rank that has not started answers DATA
+//! and KEEPALIVE with ACK and keeps the DATA until it starts (004 App. B; the simulator does
+//! this for FTCO frames).
 //!
-//! Per run, with StartTime from the simulator's draw and FinishTime the step at which a rank
-//! completed: latency = FinishTime_last - StartTime_last; work = messages sent per rank; output
-//! spread = FinishTime_last - FinishTime_first; also the measured input spread
-//! StartTime_last - StartTime_first. The longest inbound queue (the paper's "Max. Len.") is not
-//! reported: the simulator does not track queue lengths, and the column says `n/a`.
+//! Per run, with FinishTime the end of the step in which a rank completed: latency =
+//! FinishTime_last - StartTime_last; work = messages a rank sent until it finished, per rank
+//! (Alg. 1 returns there; the ACKs and answers a finished rank still sends are in the CSV's
+//! `all_msgs_per_rank`); output spread = FinishTime_last - FinishTime_first; Max. Len. = the
+//! longest inbound queue of any rank, the maximum over the seeds.
 
-use ftcoll_runtime::faults::{FaultSpec, FaultTime, Spread};
+use ftcoll_algos::rng::SimRng;
 use ftcoll_runtime::job::JobSpec;
-use ftcoll_runtime::sim::plan::CompiledPlan;
 use ftcoll_runtime::sim::SimConfig;
 
 use super::svg::{render, Chart, Kind, Series};
 use super::{
     allreduce_spec, best_multiroot_knomial, fmt, simulate_watched_checked, Ctx, TreeChoice,
 };
+
+/// The random stream of the start times.
+const START_STREAM: u64 = 0x7AB1E2;
 
 /// Input spreads of the table.
 const SPREADS: [u64; 8] = [0, 256, 512, 1024, 2048, 4096, 8192, 16384];
@@ -28,9 +31,14 @@ const SPREADS: [u64; 8] = [0, 256, 512, 1024, 2048, 4096, 8192, 16384];
 #[derive(Clone, Copy, Debug, Default)]
 struct Row {
     latency: f64,
+    /// Messages a rank sent until it finished, per rank (004's work).
     work: f64,
+    /// Every message of the run per rank, the ACKs and answers sent after finishing included.
+    all_messages: f64,
     output_spread: f64,
     input_spread: f64,
+    /// The longest inbound queue of any rank (the maximum over seeds, not the mean).
+    max_queue: f64,
 }
 
 /// Runs the experiment.
@@ -76,40 +84,59 @@ fn one_run(
     rep: u32,
 ) -> anyhow::Result<Row> {
     let seed = ctx.run_seed(&[2, u64::from(n), u64::from(normal), width, u64::from(rep)]);
-    let faults = if width == 0 {
-        Vec::new()
-    } else {
-        let w = FaultTime::Steps(width);
-        vec![FaultSpec::Spread(if normal {
-            Spread::Normal(w)
-        } else {
-            Spread::Uniform(w)
-        })]
-    };
-    let starts = CompiledPlan::compile(&faults, n, 1, seed)?
-        .start_times
-        .unwrap_or_else(|| vec![0; n as usize]);
+    let starts = start_times(n, normal, width, seed);
     let config = SimConfig {
         seed,
-        faults,
+        start_times: Some(starts.clone()),
         ..SimConfig::default()
     };
     let (sim, report) = simulate_watched_checked(ctx, spec, config)?;
+    let cost = spec.sim_config(SimConfig::default()).cost;
     let finish: Vec<u64> = sim
         .ranks()
         .iter()
-        .filter_map(|w| w.completed_at.map(|t| t.0))
+        .filter_map(|w| w.completed_at.map(|t| cost.finish_of(t.0)))
         .collect();
     let max_start = starts.iter().copied().max().unwrap_or(0);
     let min_start = starts.iter().copied().min().unwrap_or(0);
     let last = finish.iter().copied().max().unwrap_or(0);
     let first = finish.iter().copied().min().unwrap_or(0);
+    let work: u64 = sim.ranks().iter().map(|w| w.sent_until_done).sum();
+    let max_queue = sim.ranks().iter().map(|w| w.ftco().queue_peak()).max();
     Ok(Row {
         latency: last as f64 - max_start as f64,
-        work: report.messages as f64 / f64::from(n),
+        work: work as f64 / f64::from(n),
+        all_messages: report.messages as f64 / f64::from(n),
         output_spread: (last - first) as f64,
         input_spread: (max_start - min_start) as f64,
+        max_queue: max_queue.unwrap_or(0) as f64,
     })
+}
+
+/// Start times whose first is 0 and whose last is `width` (004's input spread,
+/// StartTime_last - StartTime_first): uniform or normal draws placed affinely onto
+/// `[0, width]`.
+fn start_times(n: u32, normal: bool, width: u64, seed: u64) -> Vec<u64> {
+    let mut rng = SimRng::for_stream(seed, START_STREAM);
+    let draws: Vec<f64> = (0..n)
+        .map(|_| {
+            if normal {
+                rng.normal()
+            } else {
+                rng.next_open01()
+            }
+        })
+        .collect();
+    let lo = draws.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = draws.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if width == 0 || hi <= lo {
+        return vec![0; n as usize];
+    }
+    let scale = width as f64 / (hi - lo);
+    draws
+        .iter()
+        .map(|d| ((d - lo) * scale).round() as u64)
+        .collect()
 }
 
 /// The rows averaged over each point's seeds: (normal, width, mean row).
@@ -125,8 +152,10 @@ fn average(jobs: &[(bool, u64, u32)], results: &[Row], reps: u32) -> Vec<(bool, 
             Row {
                 latency: mean(|r| r.latency),
                 work: mean(|r| r.work),
+                all_messages: mean(|r| r.all_messages),
                 output_spread: mean(|r| r.output_spread),
                 input_spread: mean(|r| r.input_spread),
+                max_queue: chunk.iter().map(|r| r.max_queue).fold(0.0, f64::max),
             },
         ));
     }
@@ -141,9 +170,9 @@ fn write_table(
     reps: u32,
     table: &[(bool, u64, Row)],
 ) -> anyhow::Result<()> {
-    println!("             uniform                                normal");
+    println!("         uniform                                       normal");
     println!(
-        "spread  latency  work    out.spread  in.spread   latency  work    out.spread  in.spread"
+        "spread   latency  work   out.spread  max.len  in.spread   latency  work   out.spread  max.len  in.spread"
     );
     let mut rows = Vec::new();
     for &width in &SPREADS {
@@ -156,14 +185,16 @@ fn write_table(
         };
         let (u, g) = (find(false), find(true));
         println!(
-            "{width:<7} {:>7.1} {:>7.1} {:>10.1} {:>10.0}   {:>7.1} {:>7.1} {:>10.1} {:>10.0}",
+            "{width:<7} {:>8.1} {:>6.2} {:>10.1} {:>8.0} {:>10.0}   {:>7.1} {:>6.2} {:>10.1} {:>8.0} {:>10.0}",
             u.latency,
             u.work,
             u.output_spread,
+            u.max_queue,
             u.input_spread,
             g.latency,
             g.work,
             g.output_spread,
+            g.max_queue,
             g.input_spread
         );
         for (name, r) in [("uniform", u), ("normal", g)] {
@@ -176,13 +207,13 @@ fn write_table(
                 reps.to_string(),
                 fmt(r.latency),
                 fmt(r.work),
+                fmt(r.all_messages),
                 fmt(r.output_spread),
                 fmt(r.input_spread),
-                "n/a".to_string(),
+                fmt(r.max_queue),
             ]);
         }
     }
-    println!("max. queue length: n/a (the simulator does not track inbound queue lengths)");
     ctx.write_csv(
         "table2.csv",
         &[
@@ -194,6 +225,7 @@ fn write_table(
             "seeds",
             "latency_steps",
             "work_msgs_per_rank",
+            "all_msgs_per_rank",
             "output_spread_steps",
             "measured_input_spread_steps",
             "max_queue_len",

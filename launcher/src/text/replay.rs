@@ -28,6 +28,9 @@ pub fn ftco_command(case: &FtcoCase) -> String {
         case.detect_timeout,
         case.n
     );
+    if case.step_model {
+        command.push_str(" --ftco-step-model");
+    }
     for f in &case.failures {
         command.push_str(&format!(" --fault kill:rank={},at={}", f.rank, f.at));
     }
@@ -71,13 +74,15 @@ mod tests {
                     at: FaultTime::Steps(7),
                 },
             ],
+            step_model: true,
             seed: 17,
         };
         assert_eq!(
             ftco_command(&case),
             "ftcoll-launch --sim --no-tui --seed 17 --algo ftco-allreduce -n 9 \
              --ftco-tree knomial:3 --ftco-roots 2 --service-distance rsd:0.25 \
-             --detect-timeout 60 --op sum --input onehot --len 9 --fault kill:rank=4,at=0 \
+             --detect-timeout 60 --op sum --input onehot --len 9 --ftco-step-model \
+             --fault kill:rank=4,at=0 \
              --fault slow:rank=2,factor=60,at=30 --fault stop:rank=5,at=7"
         );
         // The command parses back to the same faults.

@@ -50,6 +50,9 @@ pub struct WatchedFtco {
     pub result_at: Option<Time>,
     /// (time, messages sent) of each input whose handling sent something.
     pub sends: Vec<(Time, u32)>,
+    /// Messages sent until it completed, the input that completed it included (004's work:
+    /// Alg. 1 returns there).
+    pub sent_until_done: u64,
 }
 
 impl WatchedFtco {
@@ -60,6 +63,7 @@ impl WatchedFtco {
             completed_at: None,
             result_at: None,
             sends: Vec::new(),
+            sent_until_done: 0,
         }
     }
 
@@ -86,6 +90,9 @@ impl Wrapper for WatchedFtco {
         let sent = out.send_count().saturating_sub(before);
         if sent > 0 {
             self.sends.push((now, sent as u32));
+            if self.completed_at.is_none() {
+                self.sent_until_done += sent as u64;
+            }
         }
         if self.completed_at.is_none() && self.rank.deliveries > 0 {
             self.completed_at = Some(now);
@@ -181,6 +188,8 @@ pub struct FtcoCase {
     /// outside fail-stop until a timeout takes them for dead, when the simulator fences them
     /// (kills them at once), as the launcher fences real ranks.
     pub laggards: Vec<FaultSpec>,
+    /// 004's step model (one action per rank per step) instead of the runtime's engine.
+    pub step_model: bool,
     /// The simulator's seed.
     pub seed: u64,
 }
@@ -246,6 +255,9 @@ impl FtcoCase {
             failures.push(ScheduledFailure { rank, at });
         }
         let laggards = Self::draw_laggards(&mut rng, n, horizon, &failures, immune);
+        // Drawn last, so that the other draws of a seed are what they were before the model
+        // was drawn at all.
+        let step_model = rng.chance(0.5);
         FtcoCase {
             collective,
             n,
@@ -255,6 +267,7 @@ impl FtcoCase {
             detect_timeout,
             failures,
             laggards,
+            step_model,
             seed,
         }
     }
@@ -332,6 +345,7 @@ impl FtcoCase {
             roots: self.roots,
             detect_timeout: Duration(self.detect_timeout),
             service: self.service,
+            step_model: self.step_model,
             ..FtcoOptions::default()
         };
         spec

@@ -7,6 +7,12 @@
 //! `max(t, busy_until) + o`. One pairwise exchange round thus costs `L + 2o` steps, and a
 //! recursive-doubling allreduce of `R` rounds ends at `R·(L + 2o)` (240 steps for 2^20 ranks).
 //!
+//! # Protocol steps (004 Sec. 5)
+//! With [`CostModel::protocol_steps`], a protocol takes one action per step itself (a send, or
+//! the handling of one message it picks from its own queue): the simulator charges no receive
+//! overhead and hands every frame over at its arrival, `o + L` after the step that sent it. A
+//! step at `t` ends at `t + o`, which is when a rank that completes in it finishes.
+//!
 //! # Rounds
 //! The synchronous-round mode is LogP with `L = 1, o = g = 0`: everything sent in round `t`
 //! arrives at `t + 1`, before any round timer of `t + 1` fires (see `queue::EventClass`).
@@ -23,6 +29,9 @@ pub struct CostModel {
     /// LogGP's G: steps a sender spends per MiB of a message beyond the first byte (0: the
     /// size of a message costs nothing, plain LogP).
     pub gap_per_mib_steps: u64,
+    /// The protocol paces itself, one action per step, and reads its own queue (see the
+    /// module docs); FTCO's step model.
+    pub protocol_steps: bool,
 }
 
 impl Default for CostModel {
@@ -39,6 +48,7 @@ impl CostModel {
             overhead_steps,
             gap_steps,
             gap_per_mib_steps: 0,
+            protocol_steps: false,
         }
     }
 
@@ -52,6 +62,26 @@ impl CostModel {
         CostModel {
             gap_per_mib_steps: gap_per_mib,
             ..CostModel::logp(latency, overhead, gap)
+        }
+    }
+
+    /// When a rank that completed while handling an input at `now` finishes: at the end of its
+    /// step in the step model, at `now` otherwise.
+    pub fn finish_of(&self, now: u64) -> u64 {
+        if self.protocol_steps {
+            now + self.overhead_steps
+        } else {
+            now
+        }
+    }
+
+    /// What handing a frame to a rank costs its CPU: a receive overhead, or nothing where the
+    /// protocol's own step does the receiving.
+    pub fn receive_steps(&self) -> u64 {
+        if self.protocol_steps {
+            0
+        } else {
+            self.overhead_steps
         }
     }
 

@@ -174,7 +174,14 @@ impl<P: Protocol> Simulation<P> {
                 "inputs must hold input_len values per rank",
             ));
         }
-        let plan = CompiledPlan::compile(&config.faults, n, config.ranks_per_node, config.seed)?;
+        let mut plan =
+            CompiledPlan::compile(&config.faults, n, config.ranks_per_node, config.seed)?;
+        if let Some(starts) = &config.start_times {
+            if starts.len() != ranks.len() {
+                return Err(SimError::Setup("start_times must hold one time per rank"));
+            }
+            plan.start_times = Some(starts.clone());
+        }
         let check_invariants = cfg!(debug_assertions)
             && !config.faults.iter().any(|f| {
                 matches!(
@@ -479,7 +486,7 @@ impl<P: Protocol> Simulation<P> {
             from,
             slot: slot_id,
         };
-        let Some(now) = self.acquire_cpu(to, at, class, event, self.config.cost.overhead_steps)
+        let Some(now) = self.acquire_cpu(to, at, class, event, self.config.cost.receive_steps())
         else {
             return;
         };
@@ -572,7 +579,8 @@ impl<P: Protocol> Simulation<P> {
                     self.check_oracle(rank, round);
                 }
                 Event::Completed => {
-                    self.report.completion_steps = self.report.completion_steps.max(now.0);
+                    let finish = self.config.cost.finish_of(now.0);
+                    self.report.completion_steps = self.report.completion_steps.max(finish);
                 }
                 Event::Rejected { .. } => self.report.rejected += 1,
                 Event::FaultApplied(_) => self.report.state_flips += 1,

@@ -106,6 +106,9 @@ pub struct SimConfig {
     /// With the all-live oracle: sample the live ranks' max and median error every this many
     /// steps into [`SimReport::history`] (convergence plots, 000 Fig. 1).
     pub history_every: Option<u64>,
+    /// Every rank's start time in steps, one per rank: replaces a spread in `faults` (for
+    /// experiments that draw their own start times, such as 004 Table 2).
+    pub start_times: Option<Vec<u64>>,
 }
 
 impl Default for SimConfig {
@@ -120,6 +123,7 @@ impl Default for SimConfig {
             max_time: Time(u64::MAX / 2),
             oracle_stop: None,
             history_every: None,
+            start_times: None,
         }
     }
 }
@@ -227,7 +231,7 @@ pub enum SimError {
     /// The fault plan does not fit the run.
     #[error(transparent)]
     Plan(#[from] plan::PlanError),
-    /// Protocol instances, inputs and N disagree.
+    /// Protocol instances, inputs, start times and N disagree.
     #[error("simulation set-up: {0}")]
     Setup(&'static str),
 }

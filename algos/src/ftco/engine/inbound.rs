@@ -1,7 +1,7 @@
 //! Frames from peers: decoding them into [`Inbound`] messages and handling each kind (Alg. 3,
 //! and the DATA / KEEPALIVE / ACK handling of Alg. 2).
 
-use crate::protocol::{Event, Outbox};
+use crate::protocol::{Event, Outbox, Phase};
 use crate::rank::Rank;
 use crate::time::Time;
 use crate::values::Dtype;
@@ -112,7 +112,10 @@ impl Ftco {
             Ok(message) => {
                 self.counters.messages_received += 1;
                 self.queue.push_back(message);
-                self.progress(now, out);
+                if self.phase != Phase::Done {
+                    self.queue_peak = self.queue_peak.max(self.queue.len());
+                }
+                self.advance(now, out);
             }
             Err(error) => {
                 self.counters.frames_rejected += 1;
