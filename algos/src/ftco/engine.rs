@@ -4,6 +4,7 @@ mod inbound;
 mod inspect;
 mod notices;
 mod outbound;
+mod schedule;
 mod timeouts;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -21,7 +22,7 @@ use crate::wire::FrameHeader;
 use super::pieces::{Piece, PieceSet};
 use super::ranges::Contributors;
 use super::view::View;
-use super::{Collective, FtcoConfig, FtcoKind, ServiceDistance};
+use super::{Collective, FtcoConfig, FtcoKind};
 
 /// Timer: the earliest deadline for an ACK (Alg. 4, first part).
 const TIMER_ACK: TimerId = TimerId { kind: 1, index: 0 };
@@ -286,21 +287,6 @@ impl Ftco {
         self.advance(now, out);
     }
 
-    /// After an input that may give this rank work: Alg. 1's loop at once, or in the step
-    /// model the next step (this one, unless the rank already acted in it).
-    fn advance(&mut self, now: Time, out: &mut Outbox) {
-        if !self.config.step_model {
-            self.progress(now, out);
-            return;
-        }
-        if self.timers.deadline(TIMER_STEP).is_none() {
-            let next = self
-                .last_step
-                .map_or(now, |t| now.max(t.after(self.config.costs.overhead)));
-            self.timers.arm(TIMER_STEP, next);
-        }
-    }
-
     fn abort(&mut self, reason: AbortReason, out: &mut Outbox) {
         if self.phase == Phase::Running || self.phase == Phase::Idle {
             self.phase = Phase::Aborted;
@@ -543,37 +529,6 @@ impl Ftco {
         }
     }
 
-    /// f_RSD or f_DISD (Appendix A).
-    fn service_distance(&mut self) -> u32 {
-        match self.config.service {
-            ServiceDistance::Rsd { ratio } => {
-                let r = ratio.clamp(f64::MIN_POSITIVE, 0.5);
-                let y = self.rng.next_open01();
-                let d = (y.ln() / r.ln()).ceil();
-                // NaN or huge casts saturate; the clamp keeps the result in 1..=64.
-                (d as u32).clamp(1, MAX_SERVICE_DISTANCE)
-            }
-            ServiceDistance::Disd => {
-                let near = self
-                    .up
-                    .iter()
-                    .chain(&self.down)
-                    .filter(|&&x| self.distance(x) == 1)
-                    .count() as u64;
-                let interval = 4 * near.max(1);
-                let pos = self.disd_step % interval;
-                self.disd_step = self.disd_step.wrapping_add(1);
-                let (mut lo, mut half, mut d) = (0, interval / 2, 1);
-                while half > 0 && pos >= lo + half {
-                    lo += half;
-                    half /= 2;
-                    d += 1;
-                }
-                d
-            }
-        }
-    }
-
     /// Alg. 2: handles the first queued message of the highest-priority kind from a rank at
     /// the service distance. Returns whether it handled one.
     fn handle_queue(&mut self, service_distance: u32, now: Time, out: &mut Outbox) -> bool {
@@ -669,23 +624,6 @@ impl Ftco {
             self.arm_timers(now, quiet);
         }
     }
-
-    /// The step model's timers: after a step that acted, the next step (which judges every
-    /// deadline); after a quiet one, the ACK and probe deadlines, or an arriving message.
-    fn arm_step_timers(&mut self, now: Time, quiet: bool) {
-        self.last_step = Some(now);
-        self.timers.disarm(TIMER_STEP);
-        self.arm_timers(now, true);
-        if !quiet {
-            let next = now.after(self.config.costs.overhead);
-            self.timers.arm(TIMER_STEP, next);
-            for timer in [TIMER_ACK, TIMER_PROBE, TIMER_NOTICE] {
-                if self.timers.deadline(timer).is_some_and(|at| at < next) {
-                    self.timers.arm(timer, next);
-                }
-            }
-        }
-    }
 }
 
 /// Runs whole-vector (one segment): the shell's defaults.
@@ -777,7 +715,7 @@ impl Protocol for Ftco {
 
 #[cfg(test)]
 impl Ftco {
-    pub(super) fn set_service_for_tests(&mut self, service: ServiceDistance) {
+    pub(super) fn set_service_for_tests(&mut self, service: super::ServiceDistance) {
         self.config.service = service;
     }
 
