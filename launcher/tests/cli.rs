@@ -162,6 +162,10 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
             "not compiled into this build",
         ),
         (&["-n", "4", "--algo", "ardb"], "simulator only"),
+        (
+            &["-n", "4", "--algo", "ftco-allreduce", "--ftco-step-model"],
+            "a simulator model",
+        ),
         (&["-n", "4", "--fault", "kill:rank=1,at=50"], "give a unit"),
         (
             &["-n", "4", "--fault", "kill:rank=9,at=5ms"],
