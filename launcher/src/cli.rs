@@ -184,6 +184,15 @@ pub struct RunArgs {
     /// pcf as 003 Fig. 5 prints it (phi kept incrementally, not bit-flip tolerant).
     #[arg(long)]
     pub pcf_as_printed: bool,
+    /// Gossip sums: live-count (every rank starts with weight 1; the sum is the average times
+    /// the live rank count, which survives crashes) or rank0-weight (Push-Sum's own sum, as
+    /// 003 computes sums: only rank 0 starts with weight 1; simulator only, no crashes).
+    #[arg(
+        long,
+        default_value = "live-count",
+        value_name = "live-count|rank0-weight"
+    )]
+    pub gossip_sum: String,
     /// Gossip in the simulator: stop by the oracle (every rank within --eps, as the papers) or
     /// by the local stopping rule real runs use.
     #[arg(long, default_value = "oracle", value_name = "oracle|rule")]

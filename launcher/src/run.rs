@@ -4,6 +4,7 @@ use std::fs;
 
 use anyhow::{bail, Context};
 use ftcoll_algos::ftco::FtcoOptions;
+use ftcoll_algos::gossip::SumForm;
 use ftcoll_algos::topology::Topology;
 use ftcoll_algos::values::Dtype;
 use ftcoll_algos::ReduceOp;
@@ -69,6 +70,15 @@ pub fn gossip_options(args: &RunArgs) -> anyhow::Result<GossipOptions> {
             None
         }
     };
+    let sum_form = match args.gossip_sum.as_str() {
+        "live-count" => SumForm::LiveCount,
+        "rank0-weight" if args.sim => SumForm::RankZeroWeight,
+        "rank0-weight" => bail!(
+            "--gossip-sum rank0-weight is for the simulator (add --sim): a crash of rank 0 would \
+             leave real ranks nothing to divide by"
+        ),
+        other => bail!("unknown --gossip-sum '{other}'; use live-count or rank0-weight"),
+    };
     Ok(GossipOptions {
         synchronous: args.gossip_sync,
         single,
@@ -76,6 +86,7 @@ pub fn gossip_options(args: &RunArgs) -> anyhow::Result<GossipOptions> {
         period,
         pcf_as_printed: args.pcf_as_printed,
         stop_rule,
+        sum_form,
     })
 }
 
@@ -165,6 +176,19 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         other => bail!("unknown cost model '{other}'; use logp or rounds"),
     };
     let faults = parse_faults(args)?;
+    let crashes = faults.iter().any(|f| {
+        matches!(
+            f,
+            ftcoll_runtime::faults::FaultSpec::Kill { .. }
+                | ftcoll_runtime::faults::FaultSpec::KillNode { .. }
+        )
+    });
+    if spec.gossip.sum_form == SumForm::RankZeroWeight && crashes {
+        bail!(
+            "--gossip-sum rank0-weight cannot survive a crash (rank 0's weight is what every \
+             estimate divides by); drop the kill faults or use --gossip-sum live-count"
+        );
+    }
     let ranks_per_node = args.ranks_per_node.unwrap_or(1);
     if ranks_per_node == 0 {
         bail!("--ranks-per-node must be at least 1");
@@ -475,6 +499,9 @@ pub fn flag_error(error: JobError) -> anyhow::Error {
         JobError::NoAgreements => "--agreements must be at least 1".to_string(),
         JobError::BadTau(tau) => format!("--tau must be a positive number, got {tau}"),
         JobError::NoSteps => "--steps must be at least 1".to_string(),
+        JobError::SumFormWithoutSum => {
+            "--gossip-sum rank0-weight forms a sum; add --op sum or drop it".to_string()
+        }
         JobError::BadEps(eps) => format!("--eps must lie in (0, 1), got {eps}"),
         JobError::Topology(_)
         | JobError::Ftco { .. }

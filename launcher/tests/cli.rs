@@ -166,6 +166,40 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
             &["-n", "4", "--algo", "ftco-allreduce", "--ftco-step-model"],
             "a simulator model",
         ),
+        (
+            &[
+                "--sim",
+                "--algo",
+                "pf",
+                "--op",
+                "avg",
+                "--gossip-sum",
+                "rank0-weight",
+            ],
+            "forms a sum",
+        ),
+        (
+            &["-n", "4", "--algo", "pf", "--gossip-sum", "rank0-weight"],
+            "for the simulator",
+        ),
+        (
+            &[
+                "--sim",
+                "-n",
+                "8",
+                "--algo",
+                "pf",
+                "--gossip-sum",
+                "rank0-weight",
+                "--fault",
+                "kill:rank=0,at=5",
+            ],
+            "cannot survive a crash",
+        ),
+        (
+            &["--sim", "--algo", "pf", "--gossip-sum", "half"],
+            "unknown --gossip-sum",
+        ),
         (&["-n", "4", "--fault", "kill:rank=1,at=50"], "give a unit"),
         (
             &["-n", "4", "--fault", "kill:rank=9,at=5ms"],

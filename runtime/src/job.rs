@@ -10,7 +10,7 @@ use ftcoll_algos::direct::{DirectAllreduce, DirectConfig};
 use ftcoll_algos::era::{AgreedValue, EraConfig, EraRun, EraRunConfig, EraTopology};
 use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
 use ftcoll_algos::ftring::{CommitRule, FtRing, FtRingConfig};
-use ftcoll_algos::gossip::{Gossip, GossipConfig, Real, Rule, Schedule, StopRule};
+use ftcoll_algos::gossip::{Gossip, GossipConfig, Real, Rule, Schedule, StopRule, SumForm};
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
 use ftcoll_algos::ring::{RingAllreduce, RingConfig, RingMode};
@@ -92,6 +92,9 @@ pub enum JobError {
     /// A push budget of zero.
     #[error("steps must be at least 1")]
     NoSteps,
+    /// Push-Sum's own sum form asked of an average.
+    #[error("the rank-zero-weight sum form applies to a sum only")]
+    SumFormWithoutSum,
     /// An accuracy target outside (0, 1).
     #[error("eps must lie in (0, 1), got {0}")]
     BadEps(f64),
@@ -156,6 +159,9 @@ pub struct GossipOptions {
     /// Ranks stop by the local stopping rule ([`ftcoll_algos::gossip::stop`]) instead of the
     /// simulator's oracle. Real runs always use the rule.
     pub stop_rule: bool,
+    /// How a sum is formed ([`SumForm`]); the launcher allows Push-Sum's own form only in the
+    /// simulator and without crashes.
+    pub sum_form: SumForm,
 }
 
 /// The gossip algorithms' accuracy target when --eps is not given: in double precision 1e-12
@@ -255,6 +261,9 @@ impl JobSpec {
                 }
                 if self.steps == Some(0) {
                     return Err(JobError::NoSteps);
+                }
+                if self.gossip.sum_form == SumForm::RankZeroWeight && self.op != ReduceOp::Sum {
+                    return Err(JobError::SumFormWithoutSum);
                 }
             }
             Kind::Agreement => {
@@ -368,6 +377,7 @@ impl JobSpec {
         };
         let mut config = GossipConfig::new(rank, self.gossip_topology()?, rule, schedule);
         config.op = self.op;
+        config.sum_form = self.gossip.sum_form;
         config.op_id = op_id;
         config.seed = seed;
         config.tau = self.gossip.tau;

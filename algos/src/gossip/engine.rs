@@ -16,7 +16,7 @@ use super::mass::Layout;
 use super::permutation::{cycle_partners, permutation_partners};
 use super::real::Real;
 use super::stop::StopState;
-use super::{GossipConfig, GossipKind, Rule, Schedule};
+use super::{GossipConfig, GossipKind, Rule, Schedule, SumForm};
 
 /// The push timer.
 pub(super) const TICK: TimerId = TimerId { kind: 1, index: 0 };
@@ -221,8 +221,16 @@ impl<T: Real> Gossip<T> {
     }
 
     pub(super) fn scale(&self) -> f64 {
-        match self.config.op {
-            ReduceOp::Sum => f64::from(self.live_count()),
+        match (self.config.op, self.config.sum_form) {
+            (ReduceOp::Sum, SumForm::LiveCount) => f64::from(self.live_count()),
+            _ => 1.0,
+        }
+    }
+
+    /// This rank's initial weight (see [`SumForm`]).
+    pub(super) fn initial_weight(&self) -> f64 {
+        match (self.config.op, self.config.sum_form) {
+            (ReduceOp::Sum, SumForm::RankZeroWeight) if self.config.rank.0 != 0 => 0.0,
             _ => 1.0,
         }
     }
@@ -316,7 +324,8 @@ impl<T: Real> Gossip<T> {
         }
         self.layout.len = data.len();
         let width = self.layout.width();
-        self.layout.initial(data, &mut self.own);
+        self.layout
+            .initial(data, self.initial_weight(), &mut self.own);
         let slot = match self.config.rule {
             Rule::PushCancelFlow | Rule::PushCancelFlowTolerant => 3 * width,
             _ => width,

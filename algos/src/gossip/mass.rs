@@ -9,9 +9,6 @@
 
 use super::real::Real;
 
-/// Every rank's initial weight (see [`Layout::initial`]).
-const INITIAL_WEIGHT: f64 = 1.0;
-
 /// The layout of mass vectors for an input of `len` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -32,13 +29,12 @@ impl Layout {
         self.len
     }
 
-    /// The initial mass of a rank with input `data`: weight 1, so that the ratio x / w converges
-    /// to the average (a sum is the average times the live rank count, see the module docs of
-    /// [`super`]).
-    pub fn initial<T: Real>(&self, data: &[f64], dst: &mut Vec<T>) {
+    /// The initial mass of a rank with input `data` and initial weight `weight`: 1 at every rank
+    /// for the average, so that the ratio x / w converges to it (see [`super::SumForm`]).
+    pub fn initial<T: Real>(&self, data: &[f64], weight: f64, dst: &mut Vec<T>) {
         dst.clear();
         dst.extend(data.iter().map(|&x| T::from_f64(x)));
-        let w = T::from_f64(INITIAL_WEIGHT);
+        let w = T::from_f64(weight);
         dst.push(w);
         if self.checked {
             for k in 0..self.len {
@@ -81,21 +77,21 @@ impl Layout {
     /// Repairs `initial`, a rank's initial mass (`[x, w, c]` as [`Self::initial`] made it), after
     /// a bit flip; returns whether it was corrupted. The flow rules never write the initial mass,
     /// so its checksums hold exactly, not up to tau, and a flipped bit can be found: the
-    /// weight is `INITIAL_WEIGHT` on every rank, and a value `x_k` whose checksum fails is
+    /// weight is the rank's known initial `weight`, and a value `x_k` whose checksum fails is
     /// the single-bit change of itself that passes it. Where no such bit exists (the checksum
     /// itself was hit, or several bits), the checksum is recomputed from the value: the rank
     /// then reduces the value it holds, as Push-Flow would. A state that a value flip and a
     /// checksum flip would both leave is taken for a value flip: values are what faults flip.
-    pub fn repair_initial<T: Real>(&self, initial: &mut [T]) -> bool {
+    pub fn repair_initial<T: Real>(&self, initial: &mut [T], weight: f64) -> bool {
         if !self.checked || initial.len() != self.width() {
             return false;
         }
         let (values, rest) = initial.split_at_mut(self.len);
-        let (weight, checksums) = rest.split_at_mut(1);
         let intact = |x: T, w: T, c: T| x + w == c;
-        let w = T::from_f64(INITIAL_WEIGHT);
-        let mut corrupted = weight[0] != w;
-        weight[0] = w;
+        let w = T::from_f64(weight);
+        let (held, checksums) = rest.split_at_mut(1);
+        let mut corrupted = held[0] != w;
+        held[0] = w;
         for (x, c) in values.iter_mut().zip(checksums.iter_mut()) {
             if intact(*x, w, *c) {
                 continue;
@@ -149,7 +145,7 @@ mod tests {
             checked: true,
         };
         let mut a: Vec<f64> = Vec::new();
-        layout.initial(&[0.25, 7.0], &mut a);
+        layout.initial(&[0.25, 7.0], 1.0, &mut a);
         assert_eq!(a, [0.25, 7.0, 1.0, 1.25, 8.0]);
         assert_eq!(layout.checksum_defect(&a), 0.0);
         let half: Vec<f64> = a.iter().map(|x| x.half()).collect();
@@ -173,16 +169,16 @@ mod tests {
             checked: true,
         };
         let mut initial: Vec<f64> = Vec::new();
-        layout.initial(&[0.4578719372899391, 7.25], &mut initial);
+        layout.initial(&[0.4578719372899391, 7.25], 1.0, &mut initial);
         let clean = initial.clone();
-        assert!(!layout.repair_initial(&mut initial));
+        assert!(!layout.repair_initial(&mut initial, 1.0));
         // Values and the weight at every bit: back to the input, up to what the checksum
         // resolves (a flip below half an ulp of c_k leaves x_k + w = c_k, harmlessly).
         for elem in 0..3 {
             for bit in 0..64 {
                 let mut flipped = clean.clone();
                 flipped[elem] = flipped[elem].flip(bit);
-                layout.repair_initial(&mut flipped);
+                layout.repair_initial(&mut flipped, 1.0);
                 for k in 0..3 {
                     let resolution = if k < 2 {
                         clean[3 + k] * f64::EPSILON
@@ -195,7 +191,7 @@ mod tests {
                     );
                 }
                 assert!(
-                    !layout.repair_initial(&mut flipped),
+                    !layout.repair_initial(&mut flipped, 1.0),
                     "{elem}, {bit}: intact"
                 );
             }
@@ -203,7 +199,7 @@ mod tests {
         // A flipped checksum where no value bit explains it: recomputed from the value.
         let mut flipped = clean.clone();
         flipped[4] = flipped[4].flip(62);
-        assert!(layout.repair_initial(&mut flipped));
+        assert!(layout.repair_initial(&mut flipped, 1.0));
         assert_eq!(flipped, clean);
     }
 

@@ -10,7 +10,8 @@
 //! A rank's mass is its input values plus a weight of 1 (and checksums, see [`mass`]). The
 //! estimate is x / w per value: the average. The flow rules' weights can fall to round-off, where
 //! x / w means nothing: a rank then reports the last ratio whose weight it trusted (`trust.rs`).
-//! A **sum** is the average times the number of live ranks this rank knows of. After a crash,
+//! A **sum** is the average times the number of live ranks this rank knows of ([`SumForm`] also
+//! offers Push-Sum's own, fault-free sum). After a crash,
 //! the result is defined as the **survivors' aggregate**: flow-based rules drop every flow to a
 //! rank they are told failed, which removes exactly what was exchanged with it, so the
 //! survivors' mass is their own inputs; PCF also drops the mass it had cancelled with that rank
@@ -152,6 +153,20 @@ pub enum GossipKind {
     Settle = 3,
 }
 
+/// How a gossip sum is formed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SumForm {
+    /// Every rank starts with weight 1, so x / w converges to the average, and the sum is the
+    /// average times the live rank count: a crash leaves the survivors' sum.
+    #[default]
+    LiveCount,
+    /// Push-Sum's own sum (Kempe et al., as 003 computes sums): rank 0 starts with weight 1 and
+    /// every other rank with 0, so x / w converges to the sum itself. A rank's ratio means
+    /// nothing until weight has reached it, and the crash of rank 0 takes with it the weight
+    /// every estimate divides by: callers allow it only without crashes.
+    RankZeroWeight,
+}
+
 /// Configuration of one rank's gossip instance.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GossipConfig {
@@ -166,6 +181,8 @@ pub struct GossipConfig {
     pub schedule: Schedule,
     /// [`ReduceOp::Sum`] or [`ReduceOp::Average`].
     pub op: ReduceOp,
+    /// How a sum is formed (ignored for the average).
+    pub sum_form: SumForm,
     /// The operation id frames carry.
     pub op_id: OpId,
     /// The run's seed: permutations derive from it, and each rank's partner draws from it and
@@ -196,6 +213,7 @@ impl GossipConfig {
             rule,
             schedule,
             op: ReduceOp::Average,
+            sum_form: SumForm::LiveCount,
             op_id: OpId(1),
             seed: 1,
             tau: None,

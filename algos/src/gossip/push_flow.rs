@@ -40,6 +40,7 @@ impl<T: Real> Gossip<T> {
         let mut e = std::mem::take(&mut self.scratch);
         self.flow_estimate(&mut e);
         let layout = self.layout;
+        let initial_weight = self.initial_weight();
         if layout.corrupted(&e, self.tau) {
             self.detections += 1;
             match self.config.rule {
@@ -49,7 +50,7 @@ impl<T: Real> Gossip<T> {
                     // mass exchanged with that neighbour), and copy the defect into the next
                     // pushed flow, which the neighbour drops: every push, for ever. A bit 30
                     // value flip (2^-22 relative) so cost 1.6e-2 where PF gave 1.9e-9.
-                    layout.repair_initial(&mut self.own);
+                    layout.repair_initial(&mut self.own, initial_weight);
                     // Alg. 4 lines 4-9: reset every corrupted flow, then recompute.
                     for (_, flow, _) in self.flows.iter_mut() {
                         if layout.corrupted(flow, self.tau) {

@@ -726,6 +726,7 @@ fn gossip_call(args: &RankArgs) -> Result<Option<GossipCall>, CommError> {
             period: None,
             pcf_as_printed: args.pcf_as_printed,
             stop_rule: true,
+            sum_form: Default::default(),
         },
         seed: args.seed,
     }))
