@@ -7,12 +7,13 @@
 //! this for FTCO frames).
 //!
 //! Per run, with FinishTime the end of the step in which a rank completed: latency =
-//! FinishTime_last - StartTime_last; work = messages a rank sent until it finished, per rank
-//! (Alg. 1 returns there; the ACKs and answers a finished rank still sends are in the CSV's
-//! `all_msgs_per_rank`); output spread = FinishTime_last - FinishTime_first; Max. Len. = the
+//! FinishTime_last - StartTime_last; work = messages a rank sent until it finished, per rank,
+//! the ACKs it sent before it started included (Alg. 1 returns at the finish; the ACKs and
+//! answers a finished rank still sends are in the CSV's `all_msgs_per_rank`); output spread = FinishTime_last - FinishTime_first; Max. Len. = the
 //! longest inbound queue of any rank, the maximum over the seeds.
 
 use ftcoll_algos::rng::SimRng;
+use ftcoll_algos::Rank;
 use ftcoll_runtime::job::JobSpec;
 use ftcoll_runtime::sim::SimConfig;
 
@@ -101,7 +102,14 @@ fn one_run(
     let min_start = starts.iter().copied().min().unwrap_or(0);
     let last = finish.iter().copied().max().unwrap_or(0);
     let first = finish.iter().copied().min().unwrap_or(0);
-    let work: u64 = sim.ranks().iter().map(|w| w.sent_until_done).sum();
+    // A rank's work includes the ACKs it sent before it started (App. B), which the simulator
+    // sends on its behalf.
+    let work: u64 = sim
+        .ranks()
+        .iter()
+        .enumerate()
+        .map(|(r, w)| w.sent_until_done + sim.answered_before_start(Rank(r as u32)))
+        .sum();
     let max_queue = sim.ranks().iter().map(|w| w.ftco().queue_peak()).max();
     Ok(Row {
         latency: last as f64 - max_start as f64,

@@ -127,6 +127,8 @@ pub struct Simulation<P: Protocol> {
     plan: CompiledPlan,
     /// Messages sent so far by ranks with pending message flips.
     sent_by_flipped: std::collections::BTreeMap<u32, u64>,
+    /// Answers ranks sent before they started (004 App. B), by rank; only ranks that sent one.
+    answered_early: std::collections::BTreeMap<u32, u64>,
     cut: BTreeSet<(u32, u32)>,
     queue: EventQueue<SimEvent>,
     messages: MessageStore,
@@ -219,6 +221,7 @@ impl<P: Protocol> Simulation<P> {
             rng: SimRng::for_stream(config.seed, NETWORK_STREAM),
             cut: plan.initially_cut.clone(),
             sent_by_flipped: plan.message_flips.keys().map(|&r| (r, 0)).collect(),
+            answered_early: std::collections::BTreeMap::new(),
             config,
             slots: vec![slot; n as usize],
             ranks,
@@ -325,6 +328,12 @@ impl<P: Protocol> Simulation<P> {
 
     pub(super) fn seed(&self) -> u64 {
         self.config.seed
+    }
+
+    /// How many frames `rank` answered before it started (004 App. B's provisional ACKs, which
+    /// the simulator sends for it): messages the rank sent that its own instance never saw.
+    pub fn answered_before_start(&self, rank: Rank) -> u64 {
+        self.answered_early.get(&rank.0).copied().unwrap_or(0)
     }
 
     /// Whether `rank` is stopped (hung by a `stop` fault, and not fenced since).
@@ -536,6 +545,7 @@ impl<P: Protocol> Simulation<P> {
             return None;
         }
         if header.kind == ftcoll_algos::ftco::FtcoKind::KeepAlive as u8 {
+            *self.answered_early.entry(to).or_insert(0) += 1;
             return Some(false);
         }
         if self.held.get(&to).map_or(0, Vec::len) >= MAX_HELD_PER_RANK {
@@ -544,6 +554,7 @@ impl<P: Protocol> Simulation<P> {
             self.report.rejected += 1;
             return Some(false);
         }
+        *self.answered_early.entry(to).or_insert(0) += 1;
         Some(true)
     }
 
