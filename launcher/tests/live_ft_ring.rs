@@ -88,6 +88,35 @@ fn survivors_return_the_same_exact_vector_over_tcp() {
     }
 }
 
+/// A rank killed at the first operation: the survivors complete every operation, none completes
+/// at every rank, and the summary says both rather than "0 completed".
+#[test]
+fn the_summary_counts_operations_at_every_survivor() {
+    let _job = common::serialize();
+    let out = common::launcher()
+        .args([
+            "-n",
+            "4",
+            "--algo",
+            "ft-ring",
+            "--input",
+            "int",
+            "--ops",
+            "20",
+            "--no-tui",
+            "--fault",
+            "kill:rank=2,op=0",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("20 (20 completed at every survivor, 0 at every rank)"),
+        "{stdout}"
+    );
+}
+
 /// `bench ft-allreduce` end to end (ftcoll's side; the ULFM prefix points nowhere, so Open
 /// MPI's side is skipped): every figure of ftcoll's is there, the ULFM way on ftcoll included
 /// (an agreement that reports the death rebuilds the agreement tree without the dead rank, and

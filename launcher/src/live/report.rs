@@ -660,10 +660,19 @@ impl LiveOutcome {
             "{} {} over {} ranks ({}, seed {})",
             report.algo, report.op, report.n, report.transport, report.seed
         );
-        println!(
-            "  operations        {} ({} completed at every rank)",
-            report.ops, report.ops_ok_all_ranks
-        );
+        // With failures, what counts is completion at every survivor; a rank that died before
+        // the first operation ended makes "at every rank" zero whatever the survivors did.
+        if report.ops_ok_all_survivors == report.ops_ok_all_ranks {
+            println!(
+                "  operations        {} ({} completed at every rank)",
+                report.ops, report.ops_ok_all_ranks
+            );
+        } else {
+            println!(
+                "  operations        {} ({} completed at every survivor, {} at every rank)",
+                report.ops, report.ops_ok_all_survivors, report.ops_ok_all_ranks
+            );
+        }
         match (report.admissible_error, report.consistent) {
             (Some(0.0), true) => println!(
                 "  result            exact: the survivors' aggregate, failed ranks counted at every rank or at none"
