@@ -93,8 +93,8 @@ fn survivors_return_the_same_exact_vector_over_tcp() {
 #[test]
 fn the_summary_counts_operations_at_every_survivor() {
     let _job = common::serialize();
-    let out = common::launcher()
-        .args([
+    let (out, json) = common::run_job(
+        &[
             "-n",
             "4",
             "--algo",
@@ -106,11 +106,14 @@ fn the_summary_counts_operations_at_every_survivor() {
             "--no-tui",
             "--fault",
             "kill:rank=2,op=0",
-        ])
-        .output()
-        .unwrap();
+        ],
+        "summary-survivors.json",
+        60,
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
+    assert_eq!(json["ops_ok_all_survivors"], 20, "{json}");
+    assert_eq!(json["ops_ok_all_ranks"], 0, "{json}");
     assert!(
         stdout.contains("20 (20 completed at every survivor, 0 at every rank)"),
         "{stdout}"
