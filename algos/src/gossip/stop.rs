@@ -28,6 +28,18 @@
 //! news and stopped on a half-mixed estimate. An age only ever counts one rank's pushes at a time.
 //! A finished rank's answers count as pushes for its age, so the age it relays keeps growing.
 //!
+//! # Permutation schedules
+//! HPS and HPFLC push in rounds on random permutations, where a round's change is of the size
+//! of the error and news crosses N ranks in about log2 N rounds: `quiet_rounds` is log2 N + 1.
+//! That holds while all ranks push in step. On real ranks the rounds are a wall clock, and on a
+//! node with more ranks than cores the ranks run in turns: four ranks on two cores with a 5 µs
+//! period ran as two pairs, each pair averaging with itself for rounds on end while the other
+//! slept, and both pairs stopped on their own averages (errors of 16-64 % at eps = 1e-2). A
+//! rank of a permutation schedule therefore also waits until it has heard from
+//! min(quiet_rounds, N - 1) distinct ranks since its last unsettled push: in step, a round
+//! brings a new random sender, so this costs nothing; out of step, it keeps a group that has
+//! only mixed within itself running until an outsider's news arrives.
+//!
 //! # Holds
 //! A driver that fears lost mass (a link silent too long, not yet declared failed) *holds*
 //! the rule at a rank. Nothing unsettled need show anywhere then: mass drained into a cut link
@@ -38,6 +50,7 @@
 //! 18 pushes (random partners, one hop per about `degree` pushes), more than its 14 quiet rounds:
 //! a rank three hops from the held ones stopped on the biased ratio.
 
+use crate::rank::Rank;
 use crate::topology::Topology;
 
 use super::{Rule, Schedule};
@@ -49,7 +62,14 @@ pub struct StopRule {
     pub threshold: f64,
     /// Pushes without news of anything unsettled before a rank stops.
     pub quiet_rounds: u32,
+    /// Distinct ranks a rank must have heard from since its last unsettled push before it
+    /// stops (0: no such condition). See the module's Permutation schedules.
+    pub senders: u32,
 }
+
+/// Most distinct senders a rank tracks for the rule (the most it can ask for is
+/// `quiet_rounds` of a permutation schedule, log2 N + 1 <= 33).
+const MAX_SENDERS: usize = 64;
 
 /// How many times `quiet_rounds` news of a hold outweighs news of an unsettled push.
 const HOLD_FACTOR: u32 = 4;
@@ -65,6 +85,7 @@ impl StopRule {
             return StopRule {
                 threshold: eps / 4.0,
                 quiet_rounds: log2n + 1,
+                senders: (log2n + 1).min(n - 1),
             };
         }
         // PCF ignores pushes that arrive while a pair's roles differ, so it converges more
@@ -76,6 +97,7 @@ impl StopRule {
         StopRule {
             threshold: eps / divisor,
             quiet_rounds: diameter(topology) + log2n + 2,
+            senders: 0,
         }
     }
 }
@@ -109,6 +131,8 @@ pub struct StopState {
     pub quiet_age: u32,
     /// Messages received since this rank's own last unsettled push.
     receipts: u32,
+    /// Distinct senders of those messages, at most [`MAX_SENDERS`].
+    senders: Vec<Rank>,
 }
 
 impl Default for StopState {
@@ -118,6 +142,7 @@ impl Default for StopState {
             previous: Vec::new(),
             quiet_age: u32::MAX,
             receipts: 0,
+            senders: Vec::new(),
         }
     }
 }
@@ -160,6 +185,7 @@ impl StopState {
         // seen the rest of the network settle, so it also needs as many receipts as quiet pushes.
         self.quiet_age >= rule.hold_rounds().saturating_add(rule.quiet_rounds)
             && self.receipts >= rule.quiet_rounds
+            && self.senders.len() >= rule.senders as usize
     }
 
     /// Something changed the mass (an unsettled push, a failure notice): the age starts again
@@ -167,12 +193,14 @@ impl StopState {
     pub fn unsettle(&mut self, rule: &StopRule) {
         self.quiet_age = self.quiet_age.min(rule.hold_rounds());
         self.receipts = 0;
+        self.senders.clear();
     }
 
     /// Mass may be lost where the rule cannot see it (see the module's Holds).
     pub fn hold(&mut self) {
         self.quiet_age = 0;
         self.receipts = 0;
+        self.senders.clear();
     }
 
     /// One more push without news (a finished rank's answer counts too).
@@ -180,10 +208,13 @@ impl StopState {
         self.quiet_age = self.quiet_age.saturating_add(1);
     }
 
-    /// A message carried the sender's quiet age.
-    pub fn heard(&mut self, age: u32) {
+    /// A message from `from` carried the sender's quiet age.
+    pub fn heard(&mut self, age: u32, from: Rank) {
         self.quiet_age = self.quiet_age.min(age);
         self.receipts = self.receipts.saturating_add(1);
+        if self.senders.len() < MAX_SENDERS && !self.senders.contains(&from) {
+            self.senders.push(from);
+        }
     }
 }
 
@@ -213,6 +244,7 @@ mod tests {
         let rule = StopRule {
             threshold: 1e-6,
             quiet_rounds: 3,
+            senders: 0,
         };
         let h = rule.hold_rounds();
         assert_eq!(h, 12);
@@ -226,7 +258,7 @@ mod tests {
         assert!(!state.after_push(&rule, &[1.0]));
         assert_eq!(state.quiet_age, h + 2);
         // News of something unsettled one push ago at the sender.
-        state.heard(h + 1);
+        state.heard(h + 1, Rank(1));
         assert_eq!(state.quiet_age, h + 1);
         assert!(!state.after_push(&rule, &[1.0]));
         assert!(
@@ -234,7 +266,7 @@ mod tests {
             "age 3 but one receipt since it settled"
         );
         for _ in 0..2 {
-            state.heard(h + 50);
+            state.heard(h + 50, Rank(1));
         }
         assert_eq!(state.quiet_age, h + 3, "older news changes nothing");
         assert!(state.after_push(&rule, &[1.0]));
@@ -250,15 +282,52 @@ mod tests {
     }
 
     #[test]
+    fn a_permutation_schedule_waits_for_news_from_distinct_ranks() {
+        let period = crate::time::Duration(12);
+        let four = Topology::fully_connected(4).unwrap();
+        let rule =
+            StopRule::for_target(1e-2, &four, Schedule::Permutation { period }, Rule::PushSum);
+        assert_eq!((rule.quiet_rounds, rule.senders), (3, 3));
+        // Two ranks that only hear each other (their pair's partner) never stop.
+        let mut paired = StopState::default();
+        paired.after_push(&rule, &[1.0]);
+        for _ in 0..50 {
+            paired.heard(u32::MAX, Rank(3));
+            assert!(!paired.after_push(&rule, &[1.0]));
+        }
+        // News from the other two lets it stop, unless it changes the estimate.
+        paired.heard(u32::MAX, Rank(0));
+        assert!(!paired.after_push(&rule, &[1.0]));
+        paired.heard(u32::MAX, Rank(2));
+        assert!(paired.after_push(&rule, &[1.0]));
+        let mut moved = StopState::default();
+        moved.after_push(&rule, &[1.0]);
+        for from in [3, 0, 2] {
+            moved.heard(u32::MAX, Rank(from));
+        }
+        assert!(
+            !moved.after_push(&rule, &[1.5]),
+            "an unsettled push forgets its senders"
+        );
+        assert!(!moved.after_push(&rule, &[1.5]));
+        // Asynchronous schedules keep their own rule.
+        let hypercube = Topology::hypercube(4).unwrap();
+        let rule =
+            StopRule::for_target(1e-2, &hypercube, Schedule::Async { period }, Rule::PushSum);
+        assert_eq!(rule.senders, 0);
+    }
+
+    #[test]
     fn a_hold_outlasts_a_change_by_its_rounds_and_a_change_does_not_cut_it_short() {
         let rule = StopRule {
             threshold: 1e-6,
             quiet_rounds: 3,
+            senders: 0,
         };
         let quiet_pushes = |state: &mut StopState| {
             (1..=100)
                 .find(|_| {
-                    state.heard(u32::MAX);
+                    state.heard(u32::MAX, Rank(1));
                     state.after_push(&rule, &[1.0])
                 })
                 .unwrap()
@@ -280,7 +349,7 @@ mod tests {
         // A neighbour's hold arrives as its age.
         let mut far = StopState::default();
         far.after_push(&rule, &[1.0]);
-        far.heard(2);
+        far.heard(2, Rank(1));
         assert_eq!(quiet_pushes(&mut far), 13);
     }
 }
