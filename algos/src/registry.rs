@@ -307,10 +307,7 @@ const ARDB: Descriptor = Descriptor {
     summary: "approximate recursive doubling: stops at the accuracy target or after a step budget (000 Sec. 6.3)",
     paper: Paper::Gossip000,
     kind: Kind::RecursiveDoubling { approximate: true },
-    runs: Runs {
-        simulated: true,
-        real: false,
-    },
+    runs: BOTH,
     tolerates: NONE,
     operators: Operators::SumOrAverage,
     payload: F64_ONE_FRAME,

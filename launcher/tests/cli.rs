@@ -161,7 +161,11 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
             &["-n", "4", "--transport", "ucx"],
             "not compiled into this build",
         ),
-        (&["-n", "4", "--algo", "ardb"], "simulator only"),
+        (&["-n", "4", "--algo", "ardb"], "pass --steps K"),
+        (
+            &["-n", "4", "--algo", "ardb", "--steps", "0"],
+            "at least one exchange",
+        ),
         (
             &["-n", "4", "--algo", "ftco-allreduce", "--ftco-step-model"],
             "a simulator model",

@@ -2,7 +2,9 @@
 //! requested accuracy by the local stopping rule, also when a rank is SIGKILLed mid-run and a
 //! message bit flips; the same flip ruins Push-Flow, which shows the flip happened. Links cut
 //! with no transport error are found by their silence and dropped at both ends. A push budget
-//! spent before the stopping rule holds is an error, not a result.
+//! spent before the stopping rule holds is an error, not a result. ARDB stops after its budget
+//! of exchanges, exact with all of them, and an estimate outside eps fails the job; `bench
+//! gossip` times all of them beside recursive doubling.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -156,4 +158,81 @@ fn a_push_budget_spent_before_the_stopping_rule_holds_fails_the_job_with_the_rea
     // A rank whose neighbours all gave up has no one left and settles; the others' errors
     // still fail the job (they are not crashes the algorithm tolerates).
     assert!(stderr.contains("ended in an error"), "{stderr}");
+}
+
+#[test]
+fn ardb_stops_after_its_budget_and_an_estimate_outside_eps_fails_the_job() {
+    let _job = common::serialize();
+    // Every exchange, also with ranks folding in (6 is not a power of two): exact.
+    for n in ["8", "6"] {
+        let args = [
+            "-n", n, "--algo", "ardb", "--steps", "3", "--input", "int", "--ops", "3", "--no-tui",
+        ];
+        let (out, json) = common::run_job(&args, &format!("ardb-{n}.json"), 60);
+        assert!(out.status.success(), "n = {n}: {json}");
+        assert_eq!(json["max_rel_error"], 0.0, "n = {n}: {json}");
+        assert_eq!(json["ops_ok_all_ranks"], 3, "n = {n}: {json}");
+    }
+    // One exchange of eight: each rank scales the sum of two inputs up to eight.
+    let args = [
+        "-n", "8", "--algo", "ardb", "--steps", "1", "--input", "uniform", "--eps", "1e-9",
+        "--ops", "2", "--no-tui",
+    ];
+    let (out, json) = common::run_job(&args, "ardb-budget.json", 60);
+    assert!(!out.status.success(), "{json}");
+    assert_eq!(json["rounds"], 1, "{json}");
+    assert_eq!(
+        json["messages"],
+        8 * 2,
+        "one frame per rank per operation: {json}"
+    );
+    assert!(json["max_rel_error"].as_f64().unwrap() > 1e-3, "{json}");
+    assert_eq!(json["within_eps"], false, "{json}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not within eps"), "{stderr}");
+}
+
+#[test]
+fn bench_gossip_times_every_case_of_figs_8_and_11_and_judges_each() {
+    let _job = common::serialize();
+    let args = [
+        "gossip",
+        "--sizes",
+        "2",
+        "--repeat",
+        "1",
+        "--gossip-ops",
+        "2",
+        "--mpi",
+        "none",
+    ];
+    let (out, json) = common::subcommand_json("bench", &args, "bench-gossip.json");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = json.as_array().unwrap();
+    let named = |name: &'static str| rows.iter().filter(move |r| r["implementation"] == name);
+    assert!(named("ps").count() >= 2, "{json}");
+    assert_eq!(named("hps").count(), 4, "{json}");
+    assert_eq!(named("hpflc").count(), 4, "{json}");
+    for row in rows {
+        assert_eq!(row["runs"], 1, "{row}");
+        assert_eq!(row["runs_within_eps"], 1, "{row}");
+        assert!(row["median_us"].as_f64().unwrap() > 0.0, "{row}");
+        let error = row["max_rel_error"].as_f64().unwrap();
+        let eps = row["eps"].as_f64().unwrap_or(1e-15);
+        assert!(error <= eps, "{row}");
+    }
+    // Two ranks: ARDB's one exchange is the whole of recursive doubling.
+    let ardb: Vec<_> = named("ardb").collect();
+    assert_eq!(ardb.len(), 1, "{json}");
+    assert_eq!(ardb[0]["exchanges"], 1);
+    assert_eq!(ardb[0]["messages_per_rank"], 1.0);
+    // A gossip rank pushes at least once per operation, and HPS at 1e-5 more often than at 1e-2.
+    let hps: Vec<f64> = named("hps")
+        .map(|r| r["messages_per_rank"].as_f64().unwrap())
+        .collect();
+    assert!(hps[0] >= 1.0 && hps[3] > hps[0], "{hps:?}");
 }

@@ -6,6 +6,7 @@ pub mod corrected;
 pub mod era;
 pub mod ft_allreduce;
 pub mod ftco;
+pub mod gossip;
 pub mod sweep;
 pub mod transport;
 
@@ -32,7 +33,9 @@ pub struct BenchArgs {
     /// `ftco` (FTCO allreduce with offline faults, 004 Table 1, and against the ULFM way,
     /// Fig. 6), or `console` (the launcher's CPU while the console watches N ranks, beside
     /// the same job unwatched), or `transport` (8-byte one-way latency over UCX and libfabric
-    /// beside ucx_perftest and fi_pingpong).
+    /// beside ucx_perftest and fi_pingpong), or `gossip` (000 Figs. 8 and 11 on real
+    /// processes: Push-Sum per topology, HPS and HPFLC per eps, ARDB per budget, beside
+    /// recursive doubling and MPI_Allreduce).
     pub name: String,
     /// Ranks for `allreduce`, comma-separated.
     #[arg(long, default_value = "2,4,8,16")]
@@ -99,6 +102,12 @@ pub struct BenchArgs {
     /// `--ulfm-prefix` for `ft-allreduce` and `era`).
     #[arg(long)]
     pub mpi_prebuilt: Option<PathBuf>,
+    /// Operations per job of `gossip` (each runs to its stopping rule or budget).
+    #[arg(long, default_value_t = 20)]
+    pub gossip_ops: u32,
+    /// Push period of the gossip jobs of `gossip`, a time with its unit.
+    #[arg(long, default_value = "5us")]
+    pub gossip_period: String,
     /// Write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -128,10 +137,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "era" => era::run(args),
         "ftco" => ftco::run(args),
         "ft-allreduce" => ft_allreduce::run(args),
+        "gossip" => gossip::run(args),
         "console" => console::run(args),
         "transport" => transport::run(args),
         other => {
-            bail!("unknown benchmark '{other}'; available: sim, allreduce, bcast, reduce, corrected, era, ftco, ft-allreduce, console, transport")
+            bail!("unknown benchmark '{other}'; available: sim, allreduce, bcast, reduce, corrected, era, ftco, ft-allreduce, gossip, console, transport")
         }
     }
 }

@@ -127,8 +127,8 @@ impl SweepRow {
 }
 
 /// An MPI library the sweep can compare against.
-struct MpiLibrary {
-    name: &'static str,
+pub(super) struct MpiLibrary {
+    pub(super) name: &'static str,
     mpicc: PathBuf,
     mpirun: PathBuf,
 }
@@ -240,7 +240,7 @@ fn memcpy_row(bytes: u64) -> SweepRow {
     row
 }
 
-fn mpi_row(
+pub(super) fn mpi_row(
     what: Swept,
     (lib, binary): (&MpiLibrary, &Path),
     n: u32,
@@ -323,7 +323,10 @@ fn ftcoll_row(
 }
 
 /// Builds the MPI benchmark for each wanted library (or takes it from `--mpi-prebuilt`).
-fn mpi_binaries(args: &BenchArgs, dir: &Path) -> anyhow::Result<Vec<(MpiLibrary, PathBuf)>> {
+pub(super) fn mpi_binaries(
+    args: &BenchArgs,
+    dir: &Path,
+) -> anyhow::Result<Vec<(MpiLibrary, PathBuf)>> {
     let mut built = Vec::new();
     for name in parse_mpi_list(&args.mpi)? {
         let Some(lib) = find_library(name, &args.ulfm_prefix, args.mpi_prebuilt.is_some()) else {

@@ -202,6 +202,10 @@ fn report_of(data: &Values) -> (Vec<f64>, u64, u64) {
 #[derive(Clone, Copy, Debug)]
 enum Collective {
     Rdb,
+    /// Approximate recursive doubling with its budget of exchanges (`--steps`).
+    Ardb {
+        exchanges: u32,
+    },
     /// The direct-exchange allreduce.
     Direct,
     /// The ring allreduce.
@@ -237,7 +241,12 @@ impl Collective {
             return Collective::Pick;
         }
         match args.algo.kind() {
-            Kind::RecursiveDoubling { .. } => Collective::Rdb,
+            Kind::RecursiveDoubling { approximate: false } => Collective::Rdb,
+            // The launcher refuses ardb on real ranks without a budget; a rank started by hand
+            // without one runs every exchange (exact, reported as ARDB).
+            Kind::RecursiveDoubling { approximate: true } => Collective::Ardb {
+                exchanges: args.steps.unwrap_or(u32::MAX),
+            },
             Kind::Direct => Collective::Direct,
             Kind::Ring => Collective::Ring,
             Kind::FtRing => Collective::FtRing,
@@ -342,6 +351,7 @@ impl Collective {
             ));
         };
         match self {
+            Collective::Ardb { exchanges } => Ok((comm.allreduce_ardb(data, op, exchanges)?, true)),
             Collective::Gossip => match gossip {
                 Some(call) => Ok((comm.gossip(data, op, call)?, true)),
                 None => Err(CommError::Config("gossip job without its options".into())),

@@ -112,6 +112,9 @@ pub struct LiveJson {
     /// compared with each other only.
     unjudged: Option<String>,
     median_op_us: Option<f64>,
+    /// Per operation the slowest rank's time (the operation is done when its last rank is),
+    /// median over operations.
+    median_slowest_op_us: Option<f64>,
     wall_s: f64,
     spawn_s: f64,
     wireup_s: Option<f64>,
@@ -284,6 +287,19 @@ impl LiveOutcome {
     /// Total PSS of the job's processes, KiB.
     pub fn total_pss_kb(&self) -> u64 {
         self.pss_kb.iter().sum::<u64>() + self.launcher_pss_kb
+    }
+
+    /// Per operation that some rank completed, the slowest such rank's time in microseconds;
+    /// the median over operations.
+    fn median_slowest_op_us(&self) -> Option<f64> {
+        let mut slowest: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+        for report in self.reports.iter().flatten().filter(|r| r.ok) {
+            let most = slowest.entry(report.op).or_default();
+            *most = (*most).max(report.nanos);
+        }
+        let mut micros: Vec<f64> = slowest.values().map(|&ns| ns as f64 / 1e3).collect();
+        micros.sort_by(f64::total_cmp);
+        micros.get(micros.len() / 2).copied()
     }
 
     /// Checks the built-in job's results against the exact answer and builds the report.
@@ -592,6 +608,7 @@ impl LiveOutcome {
             failed_ops,
             unjudged,
             median_op_us: micros.get(micros.len() / 2).copied(),
+            median_slowest_op_us: self.median_slowest_op_us(),
             wall_s: self.wall_s,
             spawn_s: self.spawn_s,
             wireup_s: self.wireup_s,

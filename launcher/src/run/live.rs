@@ -58,6 +58,16 @@ fn live_job(args: &RunArgs, console: bool) -> anyhow::Result<LiveJob> {
     if !algo.descriptor().runs.real {
         bail!("{algo} runs in the simulator only (--sim)");
     }
+    if algo == Algorithm::Ardb {
+        match args.steps {
+            None => bail!(
+                "ardb on real ranks stops after a budget of exchanges, as no rank can tell its \
+                 accuracy: pass --steps K (1 to log2 N; the simulator's oracle stops it by --eps)"
+            ),
+            Some(0) => bail!("--steps 0: ardb needs at least one exchange"),
+            Some(_) => {}
+        }
+    }
     if is_gossip && args.stop != "oracle" && args.stop != "rule" {
         bail!("unknown --stop '{}'; use oracle or rule", args.stop);
     }
@@ -260,10 +270,17 @@ fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
         dtype: args.dtype,
         seed: args.seed,
         ops: args.ops,
-        rounds: if matches!(algo.kind(), Kind::RecursiveDoubling { .. }) {
-            ftcoll_algos::rdb::RdbShape::new(args.n).rounds()
-        } else {
-            1
+        rounds: match algo.kind() {
+            Kind::RecursiveDoubling { approximate } => {
+                let shape = ftcoll_algos::rdb::RdbShape::new(args.n);
+                // ARDB stops after its budget of exchanges; folding in and out stays.
+                let skipped = match args.steps {
+                    Some(budget) if approximate => shape.exchanges.saturating_sub(budget),
+                    _ => 0,
+                };
+                shape.rounds() - skipped
+            }
+            _ => 1,
         },
         expected: match algo.kind() {
             Kind::Corrected(Collective::Bcast)
@@ -272,13 +289,17 @@ fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
             Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement | Kind::FtRing => {
                 Expected::SurvivorsAggregate
             }
-            Kind::Gossip { .. } => Expected::Survivors,
-            Kind::RecursiveDoubling { .. }
+            // ARDB's estimates differ from rank to rank (each has averaged its own 2^k
+            // inputs): each must be within eps, as a gossip estimate.
+            Kind::Gossip { .. } | Kind::RecursiveDoubling { approximate: true } => {
+                Expected::Survivors
+            }
+            Kind::RecursiveDoubling { approximate: false }
             | Kind::Direct
             | Kind::Ring
             | Kind::Chain(ChainMode::Reduce) => Expected::Aggregate,
         },
-        eps: is_gossip.then(|| {
+        eps: (is_gossip || algo == Algorithm::Ardb).then(|| {
             let mut spec = JobSpec::new(algo, args.n);
             spec.eps = args.eps;
             spec.gossip.single = gossip_options(args).ok().and_then(|o| o.single);

@@ -127,6 +127,35 @@ impl Communicator {
         Ok(outcome)
     }
 
+    /// Approximate recursive doubling (000 Sec. 6.3, ARDB) of `data` in place: the first
+    /// `exchanges` steps of recursive doubling, after which each rank holds the reduction of
+    /// 2^`exchanges` ranks' inputs, scaled to an estimate of the whole sum (or their average).
+    /// With every step (log2 of the largest power of two <= N) it is exact. A real rank cannot
+    /// tell when its estimate is accurate enough, so the caller sets the budget, as 000 does;
+    /// its accuracy depends on how evenly the inputs are spread. Not fault tolerant: a failure
+    /// fails it at every rank, as [`Communicator::allreduce_rdb`].
+    pub fn allreduce_ardb(
+        &mut self,
+        data: &mut [f64],
+        op: ReduceOp,
+        exchanges: u32,
+    ) -> Result<Outcome, CommError> {
+        if exchanges == 0 {
+            return Err(CommError::Config(
+                "ardb needs a budget of at least one exchange".into(),
+            ));
+        }
+        let shell = self.whole_vector_shell(Algorithm::Ardb, op, data.len())?;
+        let config = RdbConfig::approximate(
+            self.me(),
+            self.size(),
+            op,
+            self.next_op_id(),
+            Some(exchanges),
+        );
+        self.run_collective(shell, move |_, _, _| RecursiveDoubling::new(config), data)
+    }
+
     /// Allreduce of `data` in place around a ring (reduce-scatter, then allgather), whatever
     /// the size: each rank sends 2(N − 1)/N of the vector, the least an allreduce can.
     pub fn allreduce_ring<T: Element>(
