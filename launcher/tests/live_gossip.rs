@@ -219,11 +219,19 @@ fn bench_gossip_times_every_case_of_figs_8_and_11_and_judges_each() {
     assert_eq!(named("hpflc").count(), 4, "{json}");
     for row in rows {
         assert_eq!(row["runs"], 1, "{row}");
-        assert_eq!(row["runs_within_eps"], 1, "{row}");
         assert!(row["median_us"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["messages_per_rank"].as_f64().unwrap() >= 1.0, "{row}");
         let error = row["max_rel_error"].as_f64().unwrap();
-        let eps = row["eps"].as_f64().unwrap_or(1e-15);
-        assert!(error <= eps, "{row}");
+        if row["eps"].is_null() {
+            // The exchanges: exact, and judged so.
+            assert_eq!(error, 0.0, "{row}");
+            assert_eq!(row["runs_within_eps"], 1, "{row}");
+        } else {
+            // The stopping rule is local, and a miss is the job's error (tested above); here
+            // the bench must report what the job saw, whichever way it went.
+            let within = error <= row["eps"].as_f64().unwrap();
+            assert_eq!(row["runs_within_eps"], u64::from(within), "{row}");
+        }
     }
     // Two ranks: ARDB's one exchange is the whole of recursive doubling.
     let ardb: Vec<_> = named("ardb").collect();
