@@ -244,3 +244,32 @@ fn bench_gossip_times_every_case_of_figs_8_and_11_and_judges_each() {
         .collect();
     assert!(hps[0] >= 1.0 && hps[3] > hps[0], "{hps:?}");
 }
+
+/// HPFLC's stopping rule waits for news from distinct ranks (min(log2 N + 1, N - 1)); after a
+/// crash it waits only for those left. With four ranks and one killed, the three survivors
+/// still stop by the rule and agree on the survivors' sum.
+#[test]
+fn hpflc_stops_by_its_rule_after_a_crash_among_four() {
+    let _job = common::serialize();
+    let args = [
+        "-n",
+        "4",
+        "--algo",
+        "hpflc",
+        "--eps",
+        "1e-3",
+        "--ops",
+        "3",
+        "--gossip-period",
+        "100us",
+        "--no-tui",
+        "--fault",
+        "kill:rank=3,op=1",
+    ];
+    let (out, json) = common::run_job(&args, "hpflc-crash.json", 60);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(json["ops_ok_all_survivors"], 3, "{json}");
+    assert_eq!(json["within_eps"], true, "{json}");
+    assert_eq!(common::failed_ranks(&json), [3], "{json}");
+}

@@ -448,9 +448,13 @@ impl<T: Real> Gossip<T> {
     /// results in: sent before, every age would arrive one push behind, and ranks taking the
     /// smaller age from each other would hold each other back for ever.
     fn quiet_at_push(&mut self) -> bool {
-        let Some(rule) = self.config.stop else {
+        let Some(mut rule) = self.config.stop else {
             return false;
         };
+        // Ranks excluded after a crash or a failed link send nothing more: the distinct
+        // senders a rank waits for are among the others.
+        let reachable = (self.config.size() as usize).saturating_sub(1 + self.excluded_count());
+        rule.senders = rule.senders.min(reachable as u32);
         let mut estimate = Vec::new();
         self.current_estimate(&mut estimate);
         self.stop.after_push(&rule, &estimate)
