@@ -16,6 +16,7 @@
 //! a futex; senders wake it only when it has said it sleeps. An idle rank thus costs nothing
 //! after about 100 µs.
 
+pub mod cross_memory;
 pub mod ring;
 pub mod segment;
 
