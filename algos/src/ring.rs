@@ -11,6 +11,8 @@
 //!
 //! Not fault tolerant: a failed peer aborts the operation.
 
+pub mod reads;
+
 use crate::protocol::{
     AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
 };
