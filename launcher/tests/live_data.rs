@@ -112,6 +112,13 @@ fn ranks_that_pass_different_vectors_all_get_the_typed_error_and_go_on() {
     let program = common::example("shapes");
     for (n, len, odd, what, call) in [
         ("4", "1000", "3", "length", "pick"),
+        // 8,191 doubles take recursive doubling, 8,192 the (single-copy) ring: ranks that
+        // run different algorithms must still tell each other the shapes differ.
+        ("3", "8191", "1", "length", "pick"),
+        // The same across the single copy's threshold (2 MiB: 262,144 doubles), and two
+        // types where every rank reads its neighbour's vector.
+        ("3", "262143", "2", "length", "pick"),
+        ("3", "300000", "0", "type", "pick"),
         ("3", "100000", "0", "type", "pick"),
         ("5", "10", "2", "length", "pick"),
         ("4", "300000", "1", "length", "ft"),

@@ -471,11 +471,20 @@ impl<P: SegmentProtocol> Segmented<P> {
     }
 
     fn on_message(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
-        if let Err(error) = frame.check(self.config.algo, self.config.op) {
-            out.emit(Event::Rejected { from, error });
-            return;
-        }
         let theirs = frame.header.stamp();
+        if let Err(error) = frame.check(self.config.algo, self.config.op) {
+            // Ranks pick an algorithm from the vector's size: a frame of this operation from
+            // another algorithm that shows another shape (or reports one) is a mismatch, not
+            // noise, or the two ranks would wait for each other until the time limit.
+            let foreign_mismatch = frame.header.op_id == self.config.op.0
+                && (frame.header.kind == KIND_SHAPE_MISMATCH
+                    || (theirs.dtype != Dtype::Empty
+                        && (theirs.dtype, theirs.len) != (self.shape.dtype, self.shape.len)));
+            if !foreign_mismatch {
+                out.emit(Event::Rejected { from, error });
+                return;
+            }
+        }
         if theirs.attempt != self.config.attempt {
             out.emit(Event::Rejected {
                 from,
