@@ -102,9 +102,10 @@ impl From<CommError> for Failure {
             CommError::Tolerance { .. } | CommError::Config(_) | CommError::Agree(_) => {
                 FTCOLL_ERR_CONFIG
             }
-            CommError::Transport(_) | CommError::Control(_) | CommError::Faults(_) => {
-                FTCOLL_ERR_INTERNAL
-            }
+            CommError::Transport(_)
+            | CommError::Control(_)
+            | CommError::Faults(_)
+            | CommError::SingleCopy { .. } => FTCOLL_ERR_INTERNAL,
         };
         Failure(code, error.to_string())
     }

@@ -77,7 +77,8 @@ fn to_py(error: CommError) -> PyErr {
         CommError::Shutdown
         | CommError::Transport(_)
         | CommError::Control(_)
-        | CommError::Faults(_) => Error::new_err(text),
+        | CommError::Faults(_)
+        | CommError::SingleCopy { .. } => Error::new_err(text),
     }
 }
 

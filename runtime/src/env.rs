@@ -27,6 +27,8 @@
 //! | `FTCOLL_SMALL_ALLREDUCE` | `auto`, `rdb` or `direct`: the small allreduce ([`SmallAllreduce`]) |
 //! | `FTCOLL_SEGMENT_BYTES` | largest segment of a user vector one frame carries, in bytes (default: what the transport's frames hold) |
 //! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default 65536) |
+//! | `FTCOLL_SINGLE_COPY` | `auto` (default) or `off`: on shared memory, the ring allreduce reads each block straight from the neighbour's vector (`process_vm_readv`) where the kernel allows it; `off` moves blocks through the shared segment |
+//! | `FTCOLL_SINGLE_COPY_MIN_BYTES` | vectors from this many bytes on take the single-copy ring (default 2 MiB) |
 //! | `FTCOLL_SEGMENT_WINDOW` | segments a rank starts before the first completes (default 8) |
 //! | `FTCOLL_BIND` | `core`: pin each rank to the (`rank` mod k)-th of the k cores it may run on (the launcher sets it unless it is set; `none` keeps ranks free) |
 //! | `FTCOLL_SHM_LANE_BYTES` | (launcher) ring bytes per shared-memory lane (a power of two, at least 256) |
@@ -81,6 +83,12 @@ pub struct RankEnv {
     /// `FTCOLL_RING_MIN_BYTES`: from how many bytes the allreduce takes the ring (unset:
     /// [`ftcoll_algos::ring::RING_MIN_BYTES`]).
     pub ring_min_bytes: Option<usize>,
+    /// `FTCOLL_SINGLE_COPY`: whether the ring allreduce may read peers' vectors directly on
+    /// shared memory (`auto`, the default), or not (`off`).
+    pub single_copy: bool,
+    /// `FTCOLL_SINGLE_COPY_MIN_BYTES`: from how many bytes the single copy applies (unset:
+    /// [`ftcoll_algos::ring::reads::SINGLE_COPY_MIN_BYTES`]).
+    pub single_copy_min_bytes: Option<usize>,
 }
 
 /// Segments a rank starts before the first completes, unless `FTCOLL_SEGMENT_WINDOW` says.
@@ -257,6 +265,17 @@ impl RankEnv {
             },
             ring_min_bytes: match lookup("FTCOLL_RING_MIN_BYTES") {
                 Some(_) => Some(number("FTCOLL_RING_MIN_BYTES", None)? as usize),
+                None => None,
+            },
+            single_copy: match lookup("FTCOLL_SINGLE_COPY").as_deref() {
+                None | Some("auto") => true,
+                Some("off") => false,
+                Some(other) => {
+                    return Err(invalid("FTCOLL_SINGLE_COPY", other, "expected auto or off"))
+                }
+            },
+            single_copy_min_bytes: match lookup("FTCOLL_SINGLE_COPY_MIN_BYTES") {
+                Some(_) => Some(number("FTCOLL_SINGLE_COPY_MIN_BYTES", None)? as usize),
                 None => None,
             },
             segment_window: (number(

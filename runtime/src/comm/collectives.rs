@@ -163,6 +163,18 @@ impl Communicator {
         data: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
+        // After a shrink the ring's neighbours are members, not the transport's ranks; the
+        // segment path maps them.
+        let single_copy_from = self
+            .env
+            .single_copy_min_bytes
+            .unwrap_or(ftcoll_algos::ring::reads::SINGLE_COPY_MIN_BYTES);
+        if self.single_copy
+            && self.members.is_none()
+            && std::mem::size_of_val(data) >= single_copy_from
+        {
+            return self.allreduce_single_copy(data, op);
+        }
         let mut shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, Slack::NONE)?;
         // A frame carries one block of a segment, 1/N of it.
         let size = self.size().max(1) as usize;

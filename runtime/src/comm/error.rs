@@ -103,6 +103,13 @@ pub enum CommError {
     /// A malformed setting.
     #[error("{0}")]
     Config(String),
+
+    /// The single-copy ring gave up (the kernel refused a read, or a notice came corrupted).
+    #[error("{reason}; set FTCOLL_SINGLE_COPY=off to move vectors through the shared segment")]
+    SingleCopy {
+        /// What happened.
+        reason: super::SingleCopyFailure,
+    },
     /// An agreement that cannot start.
     #[error(transparent)]
     Agree(#[from] AgreeError),

@@ -108,6 +108,13 @@ impl Communicator {
         }
         let start_delay = faults.start_delay();
         let max_frame = transport.max_frame_bytes();
+        // Single-copy reads need every rank's consent under Yama, given before any peer reads.
+        let single_copy = env.single_copy
+            && env.transport == TransportKind::Shm
+            && crate::transport::shm::cross_memory::available();
+        if single_copy {
+            crate::transport::shm::cross_memory::offer_memory();
+        }
         let endpoint = Endpoint::new(transport, Arc::clone(&control), Rank(env.rank), faults);
         if !start_delay.is_zero() {
             std::thread::sleep(start_delay);
@@ -139,6 +146,9 @@ impl Communicator {
             era_topology,
             rdb: None,
             ring: None,
+            single_copy,
+            bounce: Vec::new(),
+            lent: Box::default(),
             max_frame,
         };
         // The agreement service exists from the start: peers' agreements may reach this rank

@@ -21,6 +21,7 @@ mod job_channel;
 mod join;
 mod leave;
 mod run;
+mod single_copy;
 mod typed;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -46,6 +47,7 @@ pub use error::CommError;
 pub use job_channel::JobChannel;
 pub use leave::own_pss_kb;
 pub use run::whole_vector_trailer_bytes;
+pub use single_copy::SingleCopyFailure;
 
 /// A rank's handle on the job.
 pub struct Communicator {
@@ -79,6 +81,14 @@ pub struct Communicator {
     rdb: Option<Box<Segmented<RecursiveDoubling>>>,
     /// The ring shell, kept the same way (see [`Communicator::allreduce_ring`]).
     ring: Option<Box<Segmented<RingAllreduce>>>,
+    /// Whether the ring allreduce reads peers' vectors directly (shared memory, cross-memory
+    /// attach available, not switched off).
+    single_copy: bool,
+    /// The single-copy ring's cache-sized staging, kept from call to call.
+    bounce: Vec<u64>,
+    /// The single-copy ring's lent word: the operation id while this rank's vector is lent to
+    /// its reader, else 0; boxed so that its address, which peers read, never moves.
+    lent: Box<std::sync::atomic::AtomicU64>,
     /// The largest frame the transport sends in one piece.
     max_frame: usize,
 }

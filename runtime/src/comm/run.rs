@@ -161,7 +161,7 @@ impl Communicator {
     }
 
     /// Runs the operation to its end; says how it ended, with the ranks known failed then.
-    fn execute<S: Assembled>(
+    pub(super) fn execute<S: Assembled>(
         &mut self,
         protocol: &mut S,
         input: ftcoll_algos::ValuesRef<'_>,
@@ -184,7 +184,7 @@ impl Communicator {
 
     /// What an ended operation gives the caller: its result written into `data`, its outcome,
     /// and whether it still owes peers answers.
-    fn conclude<T: Element, S: Assembled>(
+    pub(super) fn conclude<T: Element, S: Assembled>(
         &mut self,
         protocol: &mut S,
         (end, stats, excluded): (OpEnd, crate::exec::OpStats, Vec<Rank>),

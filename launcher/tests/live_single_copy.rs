@@ -1,0 +1,118 @@
+//! The single-copy ring on shared memory: blocks read straight out of the neighbour's vector
+//! (only notices travel through the segment), exact at any length and type, the copying path
+//! still there when switched off, and a killed rank a loud failure, never a result.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+mod common;
+
+use std::time::{Duration, Instant};
+
+/// Runs `args` as a ring allreduce job of `n` ranks and `ops` operations under `env`; returns
+/// its report, which must be exact.
+fn exact_ring(n: u32, len: &str, dtype: &str, ops: u32, env: &[(&str, &str)]) -> serde_json::Value {
+    let _job = common::serialize();
+    let name = format!("single-copy-{n}-{len}-{dtype}-{}.json", env.len());
+    let path = common::scratch(&name);
+    let (n_text, ops_text) = (n.to_string(), ops.to_string());
+    let out = common::launcher()
+        .args([
+            "-n", &n_text, "--algo", "ring", "--dtype", dtype, "--len", len,
+        ])
+        .args([
+            "--ops",
+            &ops_text,
+            "--input",
+            "int",
+            "--no-tui",
+            "--timeout-s",
+            "120",
+        ])
+        .arg("--json")
+        .arg(&path)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let json = common::take_report(&path, &out);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json["exact"], true, "{json}");
+    assert_eq!(json["ops_ok_all_ranks"], ops, "{json}");
+    json
+}
+
+#[test]
+fn the_ring_reads_each_block_from_the_neighbour_and_sends_only_notices() {
+    // 2,000,003 doubles (16 MB, 256 lanes' worth) over 3 ranks: blocks of unequal length.
+    let (n, ops) = (3u64, 3u64);
+    let json = exact_ring(3, "2000003", "f64", 3, &[]);
+    // Per rank and operation: 2N − 2 Ready notices and one Released, no data frame.
+    assert_eq!(json["messages"], n * (2 * n - 1) * ops, "{json}");
+    for dtype in ["f32", "i32", "u64"] {
+        exact_ring(2, "1000001", dtype, 2, &[]);
+    }
+}
+
+#[test]
+fn switched_off_the_ring_moves_blocks_through_the_segment_again() {
+    let json = exact_ring(3, "2000003", "f64", 1, &[("FTCOLL_SINGLE_COPY", "off")]);
+    // Data frames of at most a lane's half: hundreds of them.
+    assert!(json["messages"].as_u64().unwrap() > 100, "{json}");
+}
+
+#[test]
+fn a_bad_switch_value_is_one_line_that_names_the_choices() {
+    let _job = common::serialize();
+    let out = common::launcher()
+        .args(["-n", "2", "--algo", "ring", "--len", "100000", "--no-tui"])
+        .env("FTCOLL_SINGLE_COPY", "maybe")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("FTCOLL_SINGLE_COPY"), "{stderr}");
+    assert!(stderr.contains("auto or off"), "{stderr}");
+}
+
+#[test]
+fn a_rank_killed_during_single_copy_rings_fails_the_job_and_no_result_is_wrong() {
+    let _job = common::serialize();
+    let victim = std::process::id() % 4;
+    let started = Instant::now();
+    let (out, json) = common::run_job(
+        &[
+            "-n",
+            "4",
+            "--algo",
+            "ring",
+            "--input",
+            "int",
+            "--len",
+            "1000000",
+            "--ops",
+            "100000",
+            "--no-tui",
+            "--fault",
+            &format!("kill:rank={victim},at=300ms"),
+        ],
+        "single-copy-kill.json",
+        60,
+    );
+    assert!(started.elapsed() < Duration::from_secs(50));
+    assert!(!out.status.success(), "a job with a failed ring must fail");
+    assert_eq!(
+        common::failed_ranks(&json),
+        vec![u64::from(victim)],
+        "{json}"
+    );
+    assert!(
+        json["ops_ok_all_ranks"].as_u64().unwrap() < 100_000,
+        "{json}"
+    );
+    assert_eq!(json["max_rel_error"], 0.0, "{json}");
+    assert_eq!(json["wrong"], serde_json::Value::Null, "{json}");
+}

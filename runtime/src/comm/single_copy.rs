@@ -1,0 +1,518 @@
+//! The single-copy ring allreduce on one node: the ring's schedule
+//! ([`ftcoll_algos::ring::reads`]) over the user's own vector, each block read straight out of
+//! the left neighbour's vector by cross-memory attach
+//! ([`crate::transport::shm::cross_memory`]). Only small notices travel through the shared
+//! segment; a byte of the vector crosses memory once per step, with no staging copy in or out.
+//!
+//! This adapter is the I/O half: it performs the reads the schedule asks for and turns its
+//! notices into frames, so that the executor runs it like any protocol (failure notices,
+//! frames held for later operations, the operation's time limit). Like the ring it is not
+//! fault tolerant: a failed peer aborts the operation at every rank.
+//!
+//! **Lending the vector.** A rank lends its vector to its right neighbour for the operation,
+//! and the caller may reuse it the moment the call returns. On success a rank returns only once
+//! its reader has sent Released. A rank that gives up (a failure, a mismatch) returns at once,
+//! for its reader may never come to release it (the reader may have stopped in an earlier
+//! operation); instead every rank keeps a *lent word* at a fixed address, the operation id
+//! while its vector is lent and 0 otherwise, cleared before the call returns. A reader checks
+//! the word after each block it reads: a block read while the owner had taken its vector back
+//! is dropped, never combined into a result, and the reader ends with the cause that made the
+//! owner give up.
+
+use ftcoll_algos::protocol::{
+    AbortReason, Assembled, Counters, Event, Input, Outbox, Phase, Protocol, RankStatus,
+    KIND_SHAPE_MISMATCH,
+};
+use ftcoll_algos::ring::reads::{ReadAction, ReadRing, KIND_ABANDONED, KIND_READY, KIND_RELEASED};
+use ftcoll_algos::values::{Dtype, Element};
+use ftcoll_algos::wire::{Frame, FrameError, Stamp};
+use ftcoll_algos::{Algorithm, FrameHeader, OpId, Rank, ReduceOp, Time, ValuesRef};
+
+use std::sync::atomic::Ordering;
+
+use crate::transport::shm::cross_memory::{self, CrossMemoryError, PeerRegion};
+
+/// Elements combined per read in the reduce-scatter: the bounce buffer they pass through stays
+/// in the core's cache (256 KiB), so a combined byte crosses memory once.
+const COMBINE_CHUNK_BYTES: usize = 256 << 10;
+
+/// Why a single-copy operation gave up at this rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SingleCopyFailure {
+    /// The kernel refused the read (ptrace rules, a filter).
+    Refused,
+    /// A notice's region was not what the schedule reads (corrupted in flight), or a read
+    /// fell outside the peer's memory.
+    CorruptNotice,
+    /// Another rank gave up for one of these reasons and said so.
+    PeerGaveUp,
+}
+
+impl std::fmt::Display for SingleCopyFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SingleCopyFailure::Refused => "the kernel refused a single-copy read between ranks",
+            SingleCopyFailure::CorruptNotice => "a single-copy notice arrived corrupted",
+            SingleCopyFailure::PeerGaveUp => "another rank's single-copy read failed",
+        })
+    }
+}
+
+/// Why a read does not count.
+enum ReadEnd {
+    /// The owner took its vector back during the read, or is gone.
+    Withdrawn,
+    /// The read failed while the vector was still lent.
+    Failed(CrossMemoryError),
+}
+
+use ReadEnd::{Failed, Withdrawn};
+
+/// One rank's part in a single-copy ring allreduce over `data`.
+pub(crate) struct SingleCopyRing<'a, T: Element> {
+    schedule: ReadRing,
+    data: &'a mut [T],
+    /// Cache-sized staging for combined reads, kept by the communicator from call to call.
+    bounce: &'a mut Vec<u64>,
+    rank: Rank,
+    size: u32,
+    op: OpId,
+    reduce: ReduceOp,
+    /// Where the left neighbour's vector and lent word lie, from its first notice.
+    left: Option<(PeerRegion, PeerRegion)>,
+    /// This rank's lent word (see the module docs).
+    lent_word: u64,
+    phase: Phase,
+    abort: Option<AbortReason>,
+    failure: Option<SingleCopyFailure>,
+    counters: Counters,
+}
+
+/// The word a notice carries to show its region arrived as sent: a flipped bit in the process
+/// id, address or length would otherwise send a read to the wrong memory.
+fn region_check(op: OpId, from: Rank, region: &PeerRegion, lent_word: u64) -> u64 {
+    let mut x = op.0 ^ u64::from(from.0).rotate_left(32) ^ u64::from(region.pid);
+    for word in [region.addr, region.bytes, lent_word] {
+        x = (x ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^= x >> 29;
+    }
+    x
+}
+
+impl<'a, T: Element> SingleCopyRing<'a, T> {
+    pub(crate) fn new(
+        (rank, size, op, reduce): (Rank, u32, OpId, ReduceOp),
+        data: &'a mut [T],
+        bounce: &'a mut Vec<u64>,
+        lent_word: u64,
+    ) -> Self {
+        SingleCopyRing {
+            schedule: ReadRing::new(rank, size, data.len()),
+            data,
+            bounce,
+            rank,
+            size,
+            op,
+            reduce,
+            left: None,
+            lent_word,
+            phase: Phase::Idle,
+            abort: None,
+            failure: None,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Why the operation gave up, where it was this path's own reason.
+    pub(crate) fn failure(&self) -> Option<SingleCopyFailure> {
+        self.failure
+    }
+
+    fn stamp(&self) -> Stamp {
+        Stamp {
+            segment: 0,
+            dtype: T::DTYPE,
+            len: self.data.len() as u64,
+            attempt: 0,
+        }
+    }
+
+    fn header(&self, kind: u8, step: u32) -> FrameHeader {
+        FrameHeader::new(Algorithm::Ring, kind, self.op, self.rank, step)
+    }
+
+    fn own_region(&self) -> PeerRegion {
+        PeerRegion {
+            pid: std::process::id(),
+            addr: self.data.as_ptr() as u64,
+            bytes: std::mem::size_of_val(self.data) as u64,
+        }
+    }
+
+    fn abort(&mut self, reason: AbortReason, out: &mut Outbox) {
+        if !matches!(self.phase, Phase::Done | Phase::Aborted) {
+            self.phase = Phase::Aborted;
+            self.abort = Some(reason);
+            out.emit(Event::Aborted(reason));
+        }
+    }
+
+    /// Abandons the operation: no more reads, and a Release to the left neighbour, which
+    /// would otherwise wait for it; the vector goes back to the caller at once (the lent
+    /// word, cleared by the caller, keeps the reader from using what it reads after that).
+    fn stop(&mut self, reason: AbortReason, out: &mut Outbox) {
+        if matches!(self.phase, Phase::Done | Phase::Aborted) {
+            return;
+        }
+        if let Some(left) = self.schedule.stop() {
+            out.send(left, self.header(KIND_RELEASED, 0), ValuesRef::Empty);
+            self.counters.messages_sent += 1;
+        }
+        self.abort(reason, out);
+    }
+
+    /// Gives up for a reason of this path and tells every peer, so that none waits for a
+    /// notice that will not come.
+    fn give_up(&mut self, failure: SingleCopyFailure, out: &mut Outbox) {
+        if matches!(self.phase, Phase::Done | Phase::Aborted) {
+            return;
+        }
+        self.failure = Some(failure);
+        let header = self.header(KIND_ABANDONED, 0);
+        for to in (0..self.size).map(Rank).filter(|&to| to != self.rank) {
+            out.send(to, header, ValuesRef::Empty);
+            self.counters.messages_sent += 1;
+        }
+        self.stop(AbortReason::Stopped, out);
+    }
+
+    /// Does what the schedule asks until it waits.
+    fn drive(&mut self, out: &mut Outbox) {
+        // Each turn finishes a read or sends a notice, and the schedule asks for at most
+        // 2N − 1 notices and 2N − 2 reads.
+        let bound = 4 * self.schedule.steps() as usize + 4;
+        for _ in 0..bound {
+            if self.phase != Phase::Running {
+                return;
+            }
+            match self.schedule.next_action() {
+                Some(ReadAction::Ready { to, done }) => {
+                    let region = self.own_region();
+                    let check = region_check(self.op, self.rank, &region, self.lent_word);
+                    let (pid, lent) = (u64::from(region.pid), self.lent_word);
+                    let words = [pid, region.addr, region.bytes, lent, check];
+                    out.send(to, self.header(KIND_READY, done), ValuesRef::U64(&words));
+                    self.counters.messages_sent += 1;
+                }
+                Some(ReadAction::Release { to }) => {
+                    out.send(to, self.header(KIND_RELEASED, 0), ValuesRef::Empty);
+                    self.counters.messages_sent += 1;
+                }
+                Some(ReadAction::Read { block, combine, .. }) => {
+                    let read = self.read(block, combine);
+                    match self.still_lent(read) {
+                        Ok(()) => self.schedule.read_done(),
+                        // The left neighbour took its vector back (it gave up), or died: the
+                        // block is not counted, and the cause (its notice, or the failure
+                        // notice after the fence) ends the operation here.
+                        Err(Withdrawn) => return,
+                        Err(Failed(CrossMemoryError::Refused { .. })) => {
+                            return self.give_up(SingleCopyFailure::Refused, out)
+                        }
+                        Err(Failed(_)) => {
+                            return self.give_up(SingleCopyFailure::CorruptNotice, out)
+                        }
+                    }
+                }
+                None => break,
+            }
+        }
+        if self.schedule.finished() {
+            self.phase = Phase::Done;
+            out.emit(Event::Completed);
+        }
+    }
+
+    /// Reads elements `block` of the left neighbour's vector into the same elements here.
+    fn read(
+        &mut self,
+        block: std::ops::Range<usize>,
+        combine: bool,
+    ) -> Result<(), CrossMemoryError> {
+        let elem = std::mem::size_of::<T>();
+        let Some((left, _)) = self.left else {
+            return Err(CrossMemoryError::OutOfRegion {
+                pid: 0,
+                offset: 0,
+                end: 0,
+                bytes: 0,
+            });
+        };
+        let offset = |i: usize| (i * elem) as u64;
+        let Some(mine) = self.data.get_mut(block.clone()) else {
+            return Err(CrossMemoryError::OutOfRegion {
+                pid: left.pid,
+                offset: offset(block.start),
+                end: offset(block.end),
+                bytes: left.bytes,
+            });
+        };
+        if !combine {
+            return cross_memory::read(&left, offset(block.start), bytemuck::cast_slice_mut(mine));
+        }
+        let chunk = (COMBINE_CHUNK_BYTES / elem).max(1);
+        self.bounce.resize(COMBINE_CHUNK_BYTES.div_ceil(8), 0);
+        let staging: &mut [T] = bytemuck::cast_slice_mut(&mut self.bounce[..]);
+        for (k, part) in mine.chunks_mut(chunk).enumerate() {
+            let got = &mut staging[..part.len()];
+            cross_memory::read(
+                &left,
+                offset(block.start + k * chunk),
+                bytemuck::cast_slice_mut(got),
+            )?;
+            // Same type and length by construction; an error here is a bug, not a result.
+            if T::combine(part, got, self.reduce).is_err() {
+                return Err(CrossMemoryError::OutOfRegion {
+                    pid: left.pid,
+                    offset: offset(block.start),
+                    end: offset(block.end),
+                    bytes: left.bytes,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a read counts: the left neighbour's lent word must still hold this operation
+    /// after the read (a read that failed because the owner took its vector back counts as
+    /// withdrawn, not as a corrupt notice).
+    fn still_lent(&self, read: Result<(), CrossMemoryError>) -> Result<(), ReadEnd> {
+        let Some((_, word)) = self.left else {
+            return Err(Withdrawn);
+        };
+        let mut lent = [0u8; 8];
+        match cross_memory::read(&word, 0, &mut lent) {
+            Ok(()) if u64::from_le_bytes(lent) == self.op.0 => read.map_err(Failed),
+            Ok(()) | Err(CrossMemoryError::Gone { .. }) => Err(Withdrawn),
+            Err(error) => Err(Failed(read.err().unwrap_or(error))),
+        }
+    }
+
+    fn on_frame(&mut self, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
+        let reject = |out: &mut Outbox, error| out.emit(Event::Rejected { from, error });
+        if frame.header.op_id != self.op.0 {
+            return reject(
+                out,
+                FrameError::WrongOperation {
+                    expected: self.op.0,
+                    got: frame.header.op_id,
+                },
+            );
+        }
+        // The notices that end an operation count whatever shape the sender has: a rank
+        // that saw a mismatch still releases its left neighbour.
+        if frame.header.algo == Algorithm::Ring.wire_id() {
+            match frame.header.kind {
+                KIND_RELEASED => {
+                    self.counters.messages_received += 1;
+                    return self.schedule.on_released();
+                }
+                KIND_ABANDONED => {
+                    self.counters.messages_received += 1;
+                    if self.phase == Phase::Running {
+                        self.failure = Some(SingleCopyFailure::PeerGaveUp);
+                    }
+                    return self.stop(AbortReason::Stopped, out);
+                }
+                _ => {}
+            }
+        }
+        let theirs = frame.header.stamp();
+        let mine = (T::DTYPE, self.data.len() as u64);
+        if frame.header.kind == KIND_SHAPE_MISMATCH {
+            let named = match frame.values() {
+                Ok(ValuesRef::U64(&[len, dtype])) => Dtype::from_u8(dtype as u8).map(|d| (d, len)),
+                _ => None,
+            };
+            let (peer, remote) = match named {
+                Some(shape) if shape != mine => (Rank(frame.header.aux as u32), shape),
+                _ => (from, (theirs.dtype, theirs.len)),
+            };
+            return self.mismatch(peer, remote, out);
+        }
+        // Ranks pick their algorithm from the vector's size: a frame of this operation from
+        // another algorithm, or of another shape, means the vectors differ.
+        if (theirs.dtype, theirs.len) != mine && theirs.dtype != Dtype::Empty {
+            return self.mismatch(from, (theirs.dtype, theirs.len), out);
+        }
+        if let Err(error) = frame.check(Algorithm::Ring, self.op) {
+            return reject(out, error);
+        }
+        self.counters.messages_received += 1;
+        match frame.header.kind {
+            KIND_READY => {
+                let region = match frame.values() {
+                    Ok(ValuesRef::U64(&[pid, addr, bytes, lent, check])) => {
+                        let region = PeerRegion {
+                            pid: pid as u32,
+                            addr,
+                            bytes,
+                        };
+                        let word = PeerRegion {
+                            pid: pid as u32,
+                            addr: lent,
+                            bytes: 8,
+                        };
+                        (region_check(self.op, from, &region, lent) == check
+                            && bytes == std::mem::size_of_val(self.data) as u64
+                            && from.0 == (self.rank.0 + self.size - 1) % self.size)
+                            .then_some((region, word))
+                    }
+                    _ => None,
+                };
+                match region {
+                    Some(region) => {
+                        self.left = Some(region);
+                        self.schedule.on_ready(frame.header.step);
+                    }
+                    None => self.give_up(SingleCopyFailure::CorruptNotice, out),
+                }
+            }
+            _ => reject(
+                out,
+                FrameError::Unexpected {
+                    from: from.0,
+                    what: "frame of another ring path",
+                },
+            ),
+        }
+    }
+
+    /// Another rank's vector differs: every rank must end with the typed error, so this one
+    /// names the shape to every peer before it aborts.
+    fn mismatch(&mut self, peer: Rank, remote: (Dtype, u64), out: &mut Outbox) {
+        if matches!(self.phase, Phase::Done | Phase::Aborted) {
+            return;
+        }
+        let header = self
+            .header(KIND_SHAPE_MISMATCH, 0)
+            .with_aux(u64::from(peer.0));
+        let named = [remote.1, remote.0 as u64];
+        for to in (0..self.size).map(Rank).filter(|&to| to != self.rank) {
+            out.send(to, header, ValuesRef::U64(&named));
+            self.counters.messages_sent += 1;
+        }
+        let local = (T::DTYPE, self.data.len() as u64);
+        self.stop(
+            AbortReason::ShapeMismatch {
+                peer,
+                local,
+                remote,
+            },
+            out,
+        );
+    }
+}
+
+impl<T: Element> Protocol for SingleCopyRing<'_, T> {
+    fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
+        out.set_stamp(self.stamp());
+        match input {
+            Input::Start { .. } if self.phase == Phase::Idle => {
+                self.phase = Phase::Running;
+                self.drive(out);
+            }
+            Input::Message { from, frame } => {
+                self.on_frame(from, frame, out);
+                self.drive(out);
+            }
+            Input::PeerFailed { peer } => {
+                self.counters.failures_noticed += 1;
+                self.stop(AbortReason::PeerFailed(peer), out);
+            }
+            Input::Stop => self.abort(AbortReason::Stopped, out),
+            // The vector is the caller's, not state of the protocol's to corrupt.
+            Input::Fault(fault) => out.emit(Event::FaultIgnored(fault)),
+            Input::Start { .. } | Input::Timeout | Input::LinkFailed { .. } => {}
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
+
+    fn estimate(&self, dst: &mut Vec<f64>) {
+        dst.clear();
+        T::view(self.data).push_as_f64(dst);
+    }
+
+    fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    fn has_result(&self) -> bool {
+        // The result is already in the caller's vector.
+        false
+    }
+
+    fn reads_clock(&self) -> bool {
+        false
+    }
+
+    fn status(&self) -> RankStatus {
+        RankStatus {
+            phase: self.phase,
+            iteration: self.schedule.done(),
+            counters: self.counters,
+            detail: Default::default(),
+        }
+    }
+}
+
+impl<T: Element> Assembled for SingleCopyRing<'_, T> {
+    fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_> {
+        None::<std::iter::Empty<(usize, ValuesRef<'_>)>>
+    }
+
+    fn output_len_total(&self) -> usize {
+        self.data.len()
+    }
+
+    fn abort_reason(&self) -> Option<AbortReason> {
+        self.abort
+    }
+}
+
+impl super::Communicator {
+    /// Allreduce of `data` in place by the single-copy ring (see the module docs): called by
+    /// [`super::Communicator::allreduce_ring`] where the transport allows it.
+    pub(super) fn allreduce_single_copy<T: Element>(
+        &mut self,
+        data: &mut [T],
+        op: ReduceOp,
+    ) -> Result<super::Outcome, super::CommError> {
+        let shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, super::run::Slack::NONE)?;
+        let mut bounce = std::mem::take(&mut self.bounce);
+        let lent_word = self.lent.as_ptr() as u64;
+        self.lent.store(shell.op.0, Ordering::Release);
+        let mut protocol = SingleCopyRing::new(
+            (shell.rank, shell.size, shell.op, op),
+            data,
+            &mut bounce,
+            lent_word,
+        );
+        let ended = self.execute(&mut protocol, ValuesRef::Empty);
+        // Before the vector goes back to the caller, however the operation ended.
+        self.lent.store(0, Ordering::Release);
+        let failure = protocol.failure();
+        let concluded = ended.and_then(|ended| {
+            // The result is in `data` already: nothing to write back.
+            self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})
+        });
+        self.bounce = bounce;
+        match (concluded, failure) {
+            (Err(_), Some(reason)) => Err(super::CommError::SingleCopy { reason }),
+            (concluded, _) => concluded.map(|(outcome, _)| outcome),
+        }
+    }
+}
