@@ -77,7 +77,7 @@ pub enum Command {
     /// Reproduce a figure of the papers (writes CSV and a plot).
     Experiment(crate::experiments::ExperimentArgs),
     /// Measure performance.
-    Bench(crate::bench::BenchArgs),
+    Bench(Box<crate::bench::BenchArgs>),
     /// The swarm checker: random runs of every family under random faults in the simulator,
     /// each judged against its algorithm's model; a violation prints the command that replays it.
     Check(crate::check::CheckArgs),

@@ -216,6 +216,10 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
         ),
         (&["experiment", "fig99"], "unknown experiment"),
         (&["bench", "warp"], "unknown benchmark"),
+        (
+            &["bench", "allreduce", "--transport", "ucx", "--mpi", "none"],
+            "--transport takes shm or tcp",
+        ),
         (&["--sim", "-n", "abc"], "invalid value"),
         (&["--sim", "--warp-drive"], "unexpected argument"),
         (&["--sim", "--len", "0"], "--len"),

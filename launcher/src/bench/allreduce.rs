@@ -84,6 +84,8 @@ pub struct FtcollCase {
     pub rank_args: Vec<String>,
     /// Elements (f64) per rank.
     pub len: usize,
+    /// The ranks' transport.
+    pub transport: ftcoll_runtime::transport::TransportKind,
 }
 
 impl FtcollCase {
@@ -100,6 +102,7 @@ impl FtcollCase {
             ranks_per_node: None,
             rank_args: Vec::new(),
             len: 1,
+            transport: ftcoll_runtime::transport::TransportKind::Shm,
         }
     }
 }
@@ -185,7 +188,7 @@ pub fn ftcoll_timings(
         program: exe.to_string_lossy().into_owned(),
         program_args,
         builtin: true,
-        transport: ftcoll_runtime::transport::TransportKind::Shm,
+        transport: case.transport,
         faults: parsed_faults,
     };
     let outcome = crate::live::run(&spec)?;

@@ -17,6 +17,7 @@ use std::process::Command;
 use anyhow::{bail, Context};
 use ftcoll_algos::rdb::RdbShape;
 use ftcoll_algos::topology::TopologyKind;
+use ftcoll_runtime::transport::TransportKind;
 use serde::{Deserialize, Serialize};
 
 use super::allreduce::{parse_sizes, run_bounded, tempdir};
@@ -260,7 +261,13 @@ fn measure(args: &BenchArgs, sizes: &[u32], dir: &Path) -> anyhow::Result<Vec<Go
             for i in 0..args.repeat {
                 eprintln!("n = {n}: {} run {}/{}", lib.name, i + 1, args.repeat);
                 let warm = args.warmup.min(args.iters / 10 + 2);
-                let timed = mpi_row(Swept::Allreduce, (lib, binary), n, 8, (args.iters, warm));
+                let timed = mpi_row(
+                    Swept::Allreduce,
+                    (lib, binary),
+                    (n, TransportKind::Shm),
+                    8,
+                    (args.iters, warm),
+                );
                 match timed.median_us {
                     Some(us) => medians.push(us),
                     None => note = timed.note,

@@ -96,6 +96,10 @@ pub struct BenchArgs {
     /// Bytes per rank of `allreduce` (doubles, so multiples of 8), comma-separated.
     #[arg(long, default_value = "8")]
     pub bytes: String,
+    /// The transport of `allreduce`, `bcast` and `reduce`: `shm`, or `tcp` (Open MPI then
+    /// runs its TCP transport too: `--mca pml ob1 --mca btl tcp,self` over the loopback).
+    #[arg(long, default_value = "shm")]
+    pub transport: String,
     /// A machine without `mpicc`: a directory with the MPI side already built
     /// (`allreduce_openmpi`, `allreduce_mpich` from `launcher/bench/mpi_allreduce.c` for
     /// `allreduce`, `bcast`, `reduce`; `ulfm_allreduce`, `ulfm_agree` built with the mpicc under

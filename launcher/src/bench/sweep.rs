@@ -14,6 +14,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+use ftcoll_runtime::transport::TransportKind;
 use serde::Serialize;
 
 use super::allreduce::FtcollCase;
@@ -243,7 +244,7 @@ fn memcpy_row(bytes: u64) -> SweepRow {
 pub(super) fn mpi_row(
     what: Swept,
     (lib, binary): (&MpiLibrary, &Path),
-    n: u32,
+    (n, transport): (u32, TransportKind),
     bytes: u64,
     (iters, warm): (u32, u32),
 ) -> SweepRow {
@@ -259,6 +260,11 @@ pub(super) fn mpi_row(
             &["--oversubscribe", "--bind-to", "none"]
         };
         command.args(placement);
+        if transport == TransportKind::Tcp {
+            // ob1 over TCP sockets on the loopback, shared memory off: the same wire as ftcoll's.
+            command.args(["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]);
+            command.args(["--mca", "btl_tcp_if_include", "lo"]);
+        }
     }
     command.args(["-n", &n.to_string()]).arg(binary).args([
         iters.to_string(),
@@ -289,7 +295,7 @@ pub(super) fn mpi_row(
 fn ftcoll_row(
     what: Swept,
     algo: Option<&'static str>,
-    n: u32,
+    (n, transport): (u32, TransportKind),
     bytes: u64,
     (iters, warm): (u32, u32),
 ) -> SweepRow {
@@ -300,6 +306,7 @@ fn ftcoll_row(
     };
     let mut case = FtcollCase::plain("ftcoll", algo.unwrap_or("rdb"));
     case.len = (bytes / 8) as usize;
+    case.transport = transport;
     if algo.is_none() {
         case.rank_args.push("--library-pick".into());
     }
@@ -377,6 +384,14 @@ pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
     if !(1..=MAX_ITERS).contains(&args.iters) {
         bail!("--iters takes 1 to {MAX_ITERS} operations");
     }
+    let transport = match args.transport.as_str() {
+        "shm" => TransportKind::Shm,
+        "tcp" => TransportKind::Tcp,
+        other => bail!(
+            "bench {} --transport takes shm or tcp, not '{other}'",
+            what.name()
+        ),
+    };
     let dir = tempdir()?;
     let libraries = mpi_binaries(args, &dir);
     let libraries = match libraries {
@@ -392,16 +407,22 @@ pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
             let iters = iters_for(b, args.iters);
             let warm = args.warmup.min(iters / 10 + 2);
             eprintln!("n = {n}, {b} bytes: ftcoll ({iters} operations)");
-            rows.push(ftcoll_row(what, forced, n, b, (iters, warm)));
+            rows.push(ftcoll_row(what, forced, (n, transport), b, (iters, warm)));
             for (lib, binary) in &libraries {
                 eprintln!("n = {n}, {b} bytes: {}", lib.name);
-                rows.push(mpi_row(what, (lib, binary), n, b, (iters, warm)));
+                rows.push(mpi_row(
+                    what,
+                    (lib, binary),
+                    (n, transport),
+                    b,
+                    (iters, warm),
+                ));
             }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
     rows.push(memcpy_row(bytes.iter().copied().max().unwrap_or(8)));
-    print_table(&rows, what);
+    print_table(&rows, what, transport);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -409,10 +430,11 @@ pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_table(rows: &[SweepRow], what: Swept) {
+fn print_table(rows: &[SweepRow], what: Swept, transport: TransportKind) {
     println!(
-        "{} of doubles, slowest rank per operation; ratio = ftcoll / fastest MPI (median)",
-        what.name()
+        "{} of doubles over {}, slowest rank per operation; ratio = ftcoll / fastest MPI (median)",
+        what.name(),
+        transport.name()
     );
     println!(
         "{:>4} {:>10} {:>6} {:>22} {:>9} {:>22} {:>22} {:>7}",
