@@ -78,8 +78,9 @@ pub struct RankEnv {
     pub small_allreduce: SmallAllreduce,
     /// `FTCOLL_SEGMENT_BYTES`: a cap on a segment's bytes below the transport's frame size.
     pub segment_bytes: Option<usize>,
-    /// `FTCOLL_SEGMENT_WINDOW`: segments in flight per rank.
-    pub segment_window: u32,
+    /// `FTCOLL_SEGMENT_WINDOW`: segments in flight per rank (unset: the transport's default,
+    /// see `Communicator`'s shell).
+    pub segment_window: Option<u32>,
     /// `FTCOLL_RING_MIN_BYTES`: from how many bytes the allreduce takes the ring (unset:
     /// [`ftcoll_algos::ring::RING_MIN_BYTES`]).
     pub ring_min_bytes: Option<usize>,
@@ -91,7 +92,8 @@ pub struct RankEnv {
     pub single_copy_min_bytes: Option<usize>,
 }
 
-/// Segments a rank starts before the first completes, unless `FTCOLL_SEGMENT_WINDOW` says.
+/// Segments a rank starts before the first completes on shared memory, unless
+/// `FTCOLL_SEGMENT_WINDOW` says.
 pub const DEFAULT_SEGMENT_WINDOW: u32 = 8;
 
 /// Which algorithm `Communicator::allreduce` runs for small vectors and groups.
@@ -278,11 +280,10 @@ impl RankEnv {
                 Some(_) => Some(number("FTCOLL_SINGLE_COPY_MIN_BYTES", None)? as usize),
                 None => None,
             },
-            segment_window: (number(
-                "FTCOLL_SEGMENT_WINDOW",
-                Some(u64::from(DEFAULT_SEGMENT_WINDOW)),
-            )? as u32)
-                .clamp(1, 1024),
+            segment_window: match lookup("FTCOLL_SEGMENT_WINDOW") {
+                Some(_) => Some((number("FTCOLL_SEGMENT_WINDOW", None)? as u32).clamp(1, 1024)),
+                None => None,
+            },
         })
     }
 }
