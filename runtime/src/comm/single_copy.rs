@@ -88,11 +88,12 @@ pub(crate) struct SingleCopyRing<'a, T: Element> {
     counters: Counters,
 }
 
-/// The word a notice carries to show its region arrived as sent: a flipped bit in the process
-/// id, address or length would otherwise send a read to the wrong memory.
-fn region_check(op: OpId, from: Rank, region: &PeerRegion, lent_word: u64) -> u64 {
+/// The word a notice carries to show it arrived as sent: a flipped bit in the process id,
+/// address or length would send a read to the wrong memory, and one in the step count would
+/// let the reader take a block before it is final.
+fn region_check(op: OpId, from: Rank, done: u32, region: &PeerRegion, lent_word: u64) -> u64 {
     let mut x = op.0 ^ u64::from(from.0).rotate_left(32) ^ u64::from(region.pid);
-    for word in [region.addr, region.bytes, lent_word] {
+    for word in [region.addr, region.bytes, lent_word, u64::from(done)] {
         x = (x ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         x ^= x >> 29;
     }
@@ -198,7 +199,7 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             match self.schedule.next_action() {
                 Some(ReadAction::Ready { to, done }) => {
                     let region = self.own_region();
-                    let check = region_check(self.op, self.rank, &region, self.lent_word);
+                    let check = region_check(self.op, self.rank, done, &region, self.lent_word);
                     let (pid, lent) = (u64::from(region.pid), self.lent_word);
                     let words = [pid, region.addr, region.bytes, lent, check];
                     out.send(to, self.header(KIND_READY, done), ValuesRef::U64(&words));
@@ -363,7 +364,7 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
                             addr: lent,
                             bytes: 8,
                         };
-                        (region_check(self.op, from, &region, lent) == check
+                        (region_check(self.op, from, frame.header.step, &region, lent) == check
                             && bytes == std::mem::size_of_val(self.data) as u64
                             && from.0 == (self.rank.0 + self.size - 1) % self.size)
                             .then_some((region, word))
@@ -513,6 +514,47 @@ impl super::Communicator {
         match (concluded, failure) {
             (Err(_), Some(reason)) => Err(super::CommError::SingleCopy { reason }),
             (concluded, _) => concluded.map(|(outcome, _)| outcome),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flipped_bit_in_any_field_of_a_notice_changes_its_check_word() {
+        let region = PeerRegion {
+            pid: 4242,
+            addr: 0x7f00_0000_1000,
+            bytes: 1 << 24,
+        };
+        let (op, from, done, lent) = (OpId(17), Rank(3), 2u32, 0x5600_0000_0040u64);
+        let base = region_check(op, from, done, &region, lent);
+        for bit in 0..32 {
+            let flipped = |f: u32| f ^ (1 << bit);
+            assert_ne!(base, region_check(op, from, flipped(done), &region, lent));
+            let pid = PeerRegion {
+                pid: flipped(region.pid),
+                ..region
+            };
+            assert_ne!(base, region_check(op, from, done, &pid, lent));
+        }
+        for bit in 0..64 {
+            let addr = PeerRegion {
+                addr: region.addr ^ (1 << bit),
+                ..region
+            };
+            let bytes = PeerRegion {
+                bytes: region.bytes ^ (1 << bit),
+                ..region
+            };
+            assert_ne!(base, region_check(op, from, done, &addr, lent));
+            assert_ne!(base, region_check(op, from, done, &bytes, lent));
+            assert_ne!(
+                base,
+                region_check(op, from, done, &region, lent ^ (1 << bit))
+            );
         }
     }
 }
