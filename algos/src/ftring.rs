@@ -48,19 +48,20 @@
 use crate::era::EraConfig;
 use crate::protocol::{
     AbortReason, Counters, Detail, Event, Input, Layout, Outbox, Phase, Protocol, RankStatus,
-    SegmentPlan, Segmented, ShellConfig,
+    SegmentPlan, ShellConfig,
 };
 use crate::rank::{Rank, RankSet};
 use crate::registry::Algorithm;
-use crate::ring::RingAllreduce;
 use crate::time::{Duration, Time};
-use crate::values::{Dtype, ReduceOp, Values, ValuesRef};
+use crate::values::{Dtype, ReduceOp, ValuesRef};
 use crate::wire::{Frame, FrameError, OpId, MAX_ATTEMPT};
 
 mod agreement;
+mod attempt;
 
 pub use agreement::FtRingServer;
 use agreement::OpAgreement;
+pub use attempt::{AttemptRing, CopyingRing};
 
 /// What a rank contributes to an attempt's agreement (the decision is the minimum).
 const MISMATCH: u64 = 0;
@@ -116,18 +117,18 @@ enum Stage {
     Aborted,
 }
 
-/// The fault-tolerant ring allreduce at one rank (see the module docs).
-pub struct FtRing {
+/// The fault-tolerant ring allreduce at one rank (see the module docs), over the copying ring
+/// or another [`AttemptRing`].
+pub struct FtRing<R: AttemptRing = CopyingRing> {
     config: FtRingConfig,
     stage: Stage,
-    /// The rank's own input, kept for the next attempt.
-    input: Values,
     attempt: u32,
     /// The attempt's members (world ranks, ascending); the ring numbers them 0, 1, ….
     members: Vec<u32>,
     /// The outbox's rank map while the ring runs (swapped in and out).
     map: Vec<u32>,
-    ring: Segmented<RingAllreduce>,
+    /// The attempt's ring, which also keeps the input every attempt starts from.
+    ring: R,
     agreement: OpAgreement,
     /// Ring frames of the next attempt (or of attempt 0 before the start): bounded.
     held: Vec<(Rank, Vec<u8>)>,
@@ -141,7 +142,7 @@ pub struct FtRing {
     stale: u64,
 }
 
-impl std::fmt::Debug for FtRing {
+impl<R: AttemptRing> std::fmt::Debug for FtRing<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FtRing")
             .field("rank", &self.config.rank)
@@ -153,18 +154,22 @@ impl std::fmt::Debug for FtRing {
 }
 
 impl FtRing {
-    /// A rank's instance.
+    /// A rank's instance over the copying ring.
     pub fn new(config: FtRingConfig) -> FtRing {
         let members: Vec<u32> = (0..config.size).collect();
-        let ring = Segmented::new(
-            Self::shell(&config, &members, 0),
-            Box::new(crate::ring::allreduce_segment),
-        );
+        let ring = CopyingRing::new(Self::shell(&config, &members, 0));
+        FtRing::with_ring(config, ring)
+    }
+}
+
+impl<R: AttemptRing> FtRing<R> {
+    /// A rank's instance whose attempts run `ring`.
+    pub fn with_ring(config: FtRingConfig, ring: R) -> FtRing<R> {
+        let members: Vec<u32> = (0..config.size).collect();
         FtRing {
             agreement: OpAgreement::new(config.rank, config.size, config.op_id, config.era),
             config,
             stage: Stage::Idle,
-            input: Values::F64(Vec::new()),
             attempt: 0,
             members,
             map: Vec::new(),
@@ -220,7 +225,12 @@ impl FtRing {
 
     /// Elements of the result.
     pub fn output_len_total(&self) -> usize {
-        self.input.len()
+        self.ring.shape().1 as usize
+    }
+
+    /// The ring attempts run (for the caller's buffers, once the operation ended).
+    pub fn ring(&self) -> &R {
+        &self.ring
     }
 
     /// Why the operation aborted, once it has.
@@ -265,11 +275,22 @@ impl FtRing {
     /// Hands the ring an input, with the attempt's rank map in the outbox, and keeps only the
     /// events that are not the ring's own completion reports.
     fn drive_ring(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
+        self.on_ring(out, |ring, out| ring.handle(now, input, out));
+    }
+
+    /// Starts the restarted attempt's ring from the kept input (see [`FtRing::drive_ring`]).
+    fn start_ring(&mut self, now: Time, out: &mut Outbox) {
+        self.on_ring(out, |ring, out| ring.start(now, out));
+    }
+
+    /// Lets `act` drive the ring with the attempt's rank map in the outbox, dropping the ring's
+    /// own completion reports.
+    fn on_ring(&mut self, out: &mut Outbox, act: impl FnOnce(&mut R, &mut Outbox)) {
         let first = out.events().len();
         self.map.clear();
         self.map.extend_from_slice(&self.members);
         out.swap_rank_map(&mut self.map);
-        self.ring.handle(now, input, out);
+        act(&mut self.ring, out);
         out.swap_rank_map(&mut self.map);
         out.retain_events_from(first, |event| {
             !matches!(
@@ -291,16 +312,7 @@ impl FtRing {
         }
         let shell = Self::shell(&self.config, &self.members, self.attempt);
         self.ring.restart(shell);
-        // The ring takes its own copy into its segments' buffers: the input stays for a retry.
-        let input = std::mem::replace(&mut self.input, Values::F64(Vec::new()));
-        self.drive_ring(
-            now,
-            Input::Start {
-                data: input.as_ref(),
-            },
-            out,
-        );
-        self.input = input;
+        self.start_ring(now, out);
         let held = std::mem::take(&mut self.held);
         for (from, bytes) in held {
             match Frame::decode(&bytes) {
@@ -362,7 +374,8 @@ impl FtRing {
     /// mismatch is reported identically everywhere).
     fn contribute(&mut self, status: u64, out: &mut Outbox) {
         self.stage = Stage::Agreeing;
-        let mine = shape_code(self.input.dtype(), self.input.len() as u64);
+        let (dtype, len) = self.ring.shape();
+        let mine = shape_code(dtype, len);
         // A rank that saw another shape names a rank of the lower and one of the higher of the
         // two: itself and the peer.
         let (low, high) = match self.mismatch {
@@ -421,7 +434,7 @@ impl FtRing {
     /// that differs from this rank's among the smallest and the largest.
     fn agreed_mismatch(&self, words: &[u64]) -> AbortReason {
         let word = |i: usize| words.get(i).copied().unwrap_or(u64::MAX);
-        let local = (self.input.dtype(), self.input.len() as u64);
+        let local = self.ring.shape();
         let (low, high) = (word(3), !word(4));
         // With two shapes (the usual bug) every rank names a rank of the other one.
         let (culprit, remote) = if shape_code(local.0, local.1) == low {
@@ -554,7 +567,7 @@ impl FtRing {
     }
 
     fn on_start(&mut self, now: Time, data: ValuesRef<'_>, out: &mut Outbox) {
-        self.input.copy_from(data);
+        self.ring.keep_input(data);
         self.start_attempt(now, out);
     }
 }
@@ -564,7 +577,7 @@ fn shape_code(dtype: Dtype, len: u64) -> u64 {
     len.saturating_mul(8) | u64::from(dtype as u8 & 7)
 }
 
-impl crate::protocol::Assembled for FtRing {
+impl<R: AttemptRing> crate::protocol::Assembled for FtRing<R> {
     fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_> {
         FtRing::results(self)
     }
@@ -578,7 +591,7 @@ impl crate::protocol::Assembled for FtRing {
     }
 }
 
-impl Protocol for FtRing {
+impl<R: AttemptRing> Protocol for FtRing<R> {
     fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
         match input {
             Input::Start { data } if self.stage == Stage::Idle => self.on_start(now, data, out),
@@ -603,10 +616,7 @@ impl Protocol for FtRing {
 
     fn estimate(&self, dst: &mut Vec<f64>) {
         match self.stage {
-            Stage::Idle => {
-                dst.clear();
-                self.input.push_as_f64(dst);
-            }
+            Stage::Idle => self.ring.input_estimate(dst),
             _ => self.ring.estimate(dst),
         }
     }
@@ -626,6 +636,11 @@ impl Protocol for FtRing {
         } else {
             None
         }
+    }
+
+    fn has_result(&self) -> bool {
+        // A ring that reduces in the caller's vector has none of its own to write back.
+        self.stage == Stage::Done && self.ring.has_result()
     }
 
     fn reads_clock(&self) -> bool {

@@ -122,6 +122,9 @@ fn ranks_that_pass_different_vectors_all_get_the_typed_error_and_go_on() {
         ("3", "100000", "0", "type", "pick"),
         ("5", "10", "2", "length", "pick"),
         ("4", "300000", "1", "length", "ft"),
+        // The fault-tolerant ring across the single copy's threshold, and with two types.
+        ("3", "262143", "2", "length", "ft"),
+        ("3", "300000", "0", "type", "ft"),
         ("3", "1000", "2", "type", "ft"),
     ] {
         let out = common::launcher()

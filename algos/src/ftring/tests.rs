@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::rng::SimRng;
+use crate::values::Values;
 
 const LEN: usize = 23;
 

@@ -163,16 +163,7 @@ impl Communicator {
         data: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
-        // After a shrink the ring's neighbours are members, not the transport's ranks; the
-        // segment path maps them.
-        let single_copy_from = self
-            .env
-            .single_copy_min_bytes
-            .unwrap_or(ftcoll_algos::ring::reads::SINGLE_COPY_MIN_BYTES);
-        if self.single_copy
-            && self.members.is_none()
-            && std::mem::size_of_val(data) >= single_copy_from
-        {
+        if self.single_copy_for(std::mem::size_of_val(data)) {
             return self.allreduce_single_copy(data, op);
         }
         let mut shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, Slack::NONE)?;
@@ -288,6 +279,17 @@ impl Communicator {
 
     /// This rank as the collectives number it: its index among the members (after a shrink,
     /// the executor maps member indices to world ranks).
+    /// Whether a ring over `bytes` per rank reads its neighbour's vector directly: shared
+    /// memory with cross-memory attach, from the threshold on. After a shrink the ring's
+    /// neighbours are members, not the transport's ranks; the copying path maps them.
+    pub(crate) fn single_copy_for(&self, bytes: usize) -> bool {
+        let from = self
+            .env
+            .single_copy_min_bytes
+            .unwrap_or(ftcoll_algos::ring::reads::SINGLE_COPY_MIN_BYTES);
+        self.single_copy && self.members.is_none() && bytes >= from
+    }
+
     pub(crate) fn me(&self) -> Rank {
         Rank(self.rank())
     }

@@ -4,10 +4,11 @@
 use ftcoll_algos::era::EraConfig;
 use ftcoll_algos::ftring::{CommitRule, FtRing, FtRingConfig};
 use ftcoll_algos::values::Element;
-use ftcoll_algos::{Algorithm, Duration, Rank, ReduceOp};
+use ftcoll_algos::{Algorithm, Duration, Rank, ReduceOp, ValuesRef};
 
 use super::collectives::Outcome;
 use super::run::Slack;
+use super::single_copy::SingleCopyRing;
 use super::{CommError, Communicator};
 
 impl Communicator {
@@ -40,6 +41,9 @@ impl Communicator {
             linger: Duration(self.op_timeout.as_nanos().min(u128::from(u64::MAX)) as u64),
             commit: CommitRule::Agreed,
         };
+        if self.single_copy_for(std::mem::size_of_val(data)) {
+            return self.ft_allreduce_single_copy(data, config);
+        }
         // Kept from call to call like the ring's shell: its buffers are reused, not faulted in
         // again.
         let mut protocol = match self.ft_ring.take() {
@@ -52,12 +56,7 @@ impl Communicator {
         self.ft_rings += 1;
         let members = self.members();
         let ran = self.run_collective_in(&mut *protocol, data, |ring, outcome| {
-            if let Some(contributors) = ring.contributors() {
-                outcome.excluded = (0..members.len() as u32)
-                    .filter(|r| contributors.binary_search(r).is_err())
-                    .map(|r| Rank(members[r as usize]))
-                    .collect();
-            }
+            outcome.excluded = left_out(ring.contributors(), &members);
         });
         let (outcome, owes_peers) = match ran {
             Ok(ran) => ran,
@@ -73,4 +72,61 @@ impl Communicator {
         self.ft_ring = Some(protocol);
         Ok(outcome)
     }
+
+    /// [`Communicator::ft_allreduce`] with every attempt a single-copy ring over the caller's
+    /// vector (shared memory): the agreement between attempts is the same, and a copy of the
+    /// input, kept from call to call, restarts each attempt after the first.
+    fn ft_allreduce_single_copy<T: Element>(
+        &mut self,
+        data: &mut [T],
+        config: FtRingConfig,
+    ) -> Result<Outcome, CommError> {
+        let mut bounce = std::mem::take(&mut self.bounce);
+        let mut saved = std::mem::take(&mut self.ft_saved);
+        let ring = SingleCopyRing::new(
+            (config.rank, config.size, config.op_id, config.op),
+            data,
+            (&mut bounce, Some(&mut saved)),
+            std::sync::Arc::clone(&self.lent),
+        );
+        let mut protocol = FtRing::with_ring(config, ring);
+        self.ft_rings += 1;
+        let members = self.members();
+        let ended = self.execute(&mut protocol, ValuesRef::Empty);
+        let failure = protocol.ring().failure();
+        let concluded = ended.and_then(|ended| {
+            // The result is in `data` already: nothing to write back.
+            self.conclude(
+                &mut protocol,
+                ended,
+                &mut [] as &mut [T],
+                |ring, outcome| {
+                    outcome.excluded = left_out(ring.contributors(), &members);
+                },
+            )
+        });
+        if let Ok((_, true)) = concluded {
+            let server = protocol.detach_server();
+            self.endpoint().linger(self.ops, Box::new(server));
+        }
+        drop(protocol);
+        self.bounce = bounce;
+        self.ft_saved = saved;
+        match (concluded, failure) {
+            (Err(_), Some(reason)) => Err(CommError::SingleCopy { reason }),
+            (concluded, _) => concluded.map(|(outcome, _)| outcome),
+        }
+    }
+}
+
+/// The members a returned fault-tolerant ring left out (world ranks), from its contributors
+/// (positions among `members`).
+fn left_out(contributors: Option<&[u32]>, members: &[u32]) -> Vec<Rank> {
+    let Some(contributors) = contributors else {
+        return Vec::new();
+    };
+    (0..members.len() as u32)
+        .filter(|r| contributors.binary_search(r).is_err())
+        .map(|r| Rank(members[r as usize]))
+        .collect()
 }

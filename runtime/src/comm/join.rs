@@ -148,7 +148,8 @@ impl Communicator {
             ring: None,
             single_copy,
             bounce: Vec::new(),
-            lent: Box::default(),
+            lent: Arc::default(),
+            ft_saved: Vec::new(),
             max_frame,
         };
         // The agreement service exists from the start: peers' agreements may reach this rank

@@ -21,6 +21,7 @@ mod job_channel;
 mod join;
 mod leave;
 mod run;
+mod saved_input;
 mod single_copy;
 mod typed;
 
@@ -86,9 +87,12 @@ pub struct Communicator {
     single_copy: bool,
     /// The single-copy ring's cache-sized staging, kept from call to call.
     bounce: Vec<u64>,
-    /// The single-copy ring's lent word: the operation id while this rank's vector is lent to
-    /// its reader, else 0; boxed so that its address, which peers read, never moves.
-    lent: Box<std::sync::atomic::AtomicU64>,
+    /// The single-copy ring's lent word: the operation and attempt while this rank's vector is
+    /// lent to its reader, else 0; on the heap so that its address, which peers read, never
+    /// moves.
+    lent: Arc<std::sync::atomic::AtomicU64>,
+    /// The fault-tolerant single-copy ring's copy of the input, kept from call to call.
+    ft_saved: Vec<u64>,
     /// The largest frame the transport sends in one piece.
     max_frame: usize,
 }

@@ -13,12 +13,20 @@
 //! and the caller may reuse it the moment the call returns. On success a rank returns only once
 //! its reader has sent Released. A rank that gives up (a failure, a mismatch) returns at once,
 //! for its reader may never come to release it (the reader may have stopped in an earlier
-//! operation); instead every rank keeps a *lent word* at a fixed address, the operation id
-//! while its vector is lent and 0 otherwise, cleared before the call returns. A reader checks
-//! the word after each block it reads: a block read while the owner had taken its vector back
-//! is dropped, never combined into a result, and the reader ends with the cause that made the
-//! owner give up.
+//! operation); instead every rank keeps a *lent word* at a fixed address, the operation id and
+//! attempt while its vector is lent and 0 otherwise, cleared the moment it gives up. A reader
+//! checks the word after each block it reads: a block read while the owner had taken its
+//! vector back is dropped, never combined into a result, and the reader ends with the cause
+//! that made the owner give up.
+//!
+//! **Attempts.** The same ring runs the attempts of the fault-tolerant ring
+//! ([`ftcoll_algos::ftring`]) as an [`AttemptRing`]: it keeps a copy of the input, and every
+//! attempt after the first starts by writing it back into the vector. The attempt is part of
+//! the lent word, so a block that a reader of an abandoned attempt reads while its owner has
+//! started the next one is dropped like any withdrawn block.
 
+use ftcoll_algos::ftring::AttemptRing;
+use ftcoll_algos::protocol::ShellConfig;
 use ftcoll_algos::protocol::{
     AbortReason, Assembled, Counters, Event, Input, Outbox, Phase, Protocol, RankStatus,
     KIND_SHAPE_MISMATCH,
@@ -28,8 +36,10 @@ use ftcoll_algos::values::{Dtype, Element};
 use ftcoll_algos::wire::{Frame, FrameError, Stamp};
 use ftcoll_algos::{Algorithm, FrameHeader, OpId, Rank, ReduceOp, Time, ValuesRef};
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
+use super::saved_input::SavedInput;
 use crate::transport::shm::cross_memory::{self, CrossMemoryError, PeerRegion};
 
 /// Elements combined per read in the reduce-scatter: the bounce buffer they pass through stays
@@ -74,14 +84,17 @@ pub(crate) struct SingleCopyRing<'a, T: Element> {
     data: &'a mut [T],
     /// Cache-sized staging for combined reads, kept by the communicator from call to call.
     bounce: &'a mut Vec<u64>,
+    /// The input every attempt after the first starts from (the fault-tolerant ring only).
+    saved: Option<SavedInput<'a>>,
     rank: Rank,
     size: u32,
     op: OpId,
+    attempt: u32,
     reduce: ReduceOp,
     /// Where the left neighbour's vector and lent word lie, from its first notice.
     left: Option<(PeerRegion, PeerRegion)>,
-    /// This rank's lent word (see the module docs).
-    lent_word: u64,
+    /// This rank's lent word (see the module docs), which peers read at its address.
+    lent: Arc<AtomicU64>,
     phase: Phase,
     abort: Option<AbortReason>,
     failure: Option<SingleCopyFailure>,
@@ -91,8 +104,8 @@ pub(crate) struct SingleCopyRing<'a, T: Element> {
 /// The word a notice carries to show it arrived as sent: a flipped bit in the process id,
 /// address or length would send a read to the wrong memory, and one in the step count would
 /// let the reader take a block before it is final.
-fn region_check(op: OpId, from: Rank, done: u32, region: &PeerRegion, lent_word: u64) -> u64 {
-    let mut x = op.0 ^ u64::from(from.0).rotate_left(32) ^ u64::from(region.pid);
+fn region_check(token: u64, from: Rank, done: u32, region: &PeerRegion, lent_word: u64) -> u64 {
+    let mut x = token ^ u64::from(from.0).rotate_left(32) ^ u64::from(region.pid);
     for word in [region.addr, region.bytes, lent_word, u64::from(done)] {
         x = (x ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         x ^= x >> 29;
@@ -101,22 +114,25 @@ fn region_check(op: OpId, from: Rank, done: u32, region: &PeerRegion, lent_word:
 }
 
 impl<'a, T: Element> SingleCopyRing<'a, T> {
+    /// `saved` keeps the input for attempts after the first; a plain allreduce has none.
     pub(crate) fn new(
         (rank, size, op, reduce): (Rank, u32, OpId, ReduceOp),
         data: &'a mut [T],
-        bounce: &'a mut Vec<u64>,
-        lent_word: u64,
+        (bounce, saved): (&'a mut Vec<u64>, Option<&'a mut Vec<u64>>),
+        lent: Arc<AtomicU64>,
     ) -> Self {
         SingleCopyRing {
             schedule: ReadRing::new(rank, size, data.len()),
             data,
             bounce,
+            saved: saved.map(SavedInput::new),
             rank,
             size,
             op,
+            attempt: 0,
             reduce,
             left: None,
-            lent_word,
+            lent,
             phase: Phase::Idle,
             abort: None,
             failure: None,
@@ -134,8 +150,19 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             segment: 0,
             dtype: T::DTYPE,
             len: self.data.len() as u64,
-            attempt: 0,
+            attempt: self.attempt,
         }
+    }
+
+    /// What the lent word holds while this attempt's vector is lent (never 0: ids start at 1,
+    /// and attempts fit 24 bits).
+    fn token(&self) -> u64 {
+        (self.op.0 << 24) | u64::from(self.attempt & ftcoll_algos::wire::MAX_ATTEMPT)
+    }
+
+    /// The lent word's address, which notices carry.
+    fn lent_word(&self) -> u64 {
+        self.lent.as_ptr() as u64
     }
 
     fn header(&self, kind: u8, step: u32) -> FrameHeader {
@@ -152,6 +179,8 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
 
     fn abort(&mut self, reason: AbortReason, out: &mut Outbox) {
         if !matches!(self.phase, Phase::Done | Phase::Aborted) {
+            // The vector goes back to the caller (or to the next attempt) now.
+            self.lent.store(0, Ordering::Release);
             self.phase = Phase::Aborted;
             self.abort = Some(reason);
             out.emit(Event::Aborted(reason));
@@ -199,8 +228,9 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             match self.schedule.next_action() {
                 Some(ReadAction::Ready { to, done }) => {
                     let region = self.own_region();
-                    let check = region_check(self.op, self.rank, done, &region, self.lent_word);
-                    let (pid, lent) = (u64::from(region.pid), self.lent_word);
+                    let lent = self.lent_word();
+                    let check = region_check(self.token(), self.rank, done, &region, lent);
+                    let pid = u64::from(region.pid);
                     let words = [pid, region.addr, region.bytes, lent, check];
                     out.send(to, self.header(KIND_READY, done), ValuesRef::U64(&words));
                     self.counters.messages_sent += 1;
@@ -229,6 +259,8 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             }
         }
         if self.schedule.finished() {
+            // The reader released the vector: nothing reads it any more.
+            self.lent.store(0, Ordering::Release);
             self.phase = Phase::Done;
             out.emit(Event::Completed);
         }
@@ -258,13 +290,25 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
                 bytes: left.bytes,
             });
         };
+        // A fault-tolerant attempt keeps the input of a block before its first write, part by
+        // part as the combine passes over it (see [`SavedInput`]).
+        let mut saved = self.saved.as_mut();
+        if !saved.as_mut().is_some_and(|saved| saved.begin(&block)) {
+            saved = None;
+        }
         if !combine {
+            if let Some(saved) = saved {
+                saved.save(block.start, mine);
+            }
             return cross_memory::read(&left, offset(block.start), bytemuck::cast_slice_mut(mine));
         }
         let chunk = (COMBINE_CHUNK_BYTES / elem).max(1);
         self.bounce.resize(COMBINE_CHUNK_BYTES.div_ceil(8), 0);
         let staging: &mut [T] = bytemuck::cast_slice_mut(&mut self.bounce[..]);
         for (k, part) in mine.chunks_mut(chunk).enumerate() {
+            if let Some(saved) = saved.as_mut() {
+                saved.save(block.start + k * chunk, part);
+            }
             let got = &mut staging[..part.len()];
             cross_memory::read(
                 &left,
@@ -293,7 +337,7 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         };
         let mut lent = [0u8; 8];
         match cross_memory::read(&word, 0, &mut lent) {
-            Ok(()) if u64::from_le_bytes(lent) == self.op.0 => read.map_err(Failed),
+            Ok(()) if u64::from_le_bytes(lent) == self.token() => read.map_err(Failed),
             Ok(()) | Err(CrossMemoryError::Gone { .. }) => Err(Withdrawn),
             Err(error) => Err(Failed(read.err().unwrap_or(error))),
         }
@@ -364,7 +408,8 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
                             addr: lent,
                             bytes: 8,
                         };
-                        (region_check(self.op, from, frame.header.step, &region, lent) == check
+                        (region_check(self.token(), from, frame.header.step, &region, lent)
+                            == check
                             && bytes == std::mem::size_of_val(self.data) as u64
                             && from.0 == (self.rank.0 + self.size - 1) % self.size)
                             .then_some((region, word))
@@ -420,6 +465,7 @@ impl<T: Element> Protocol for SingleCopyRing<'_, T> {
         out.set_stamp(self.stamp());
         match input {
             Input::Start { .. } if self.phase == Phase::Idle => {
+                self.lent.store(self.token(), Ordering::Release);
                 self.phase = Phase::Running;
                 self.drive(out);
             }
@@ -484,6 +530,51 @@ impl<T: Element> Assembled for SingleCopyRing<'_, T> {
     }
 }
 
+impl<T: Element> AttemptRing for SingleCopyRing<'_, T> {
+    fn keep_input(&mut self, _data: ValuesRef<'_>) {
+        // The input is the vector itself (the operation starts with nothing else).
+        if let Some(saved) = self.saved.as_mut() {
+            saved.reset(self.data);
+        }
+    }
+
+    fn shape(&self) -> (Dtype, u64) {
+        (T::DTYPE, self.data.len() as u64)
+    }
+
+    fn restart(&mut self, shell: ShellConfig) {
+        self.rank = shell.rank;
+        self.size = shell.size;
+        self.op = shell.op;
+        self.attempt = shell.attempt;
+        self.schedule = ReadRing::new(shell.rank, shell.size, self.data.len());
+        self.left = None;
+        self.phase = Phase::Idle;
+        self.abort = None;
+    }
+
+    fn start(&mut self, now: Time, out: &mut Outbox) {
+        if self.attempt > 0 {
+            // The last attempt left partial sums in the vector; it is no longer lent (the
+            // attempt ended here, which cleared the lent word).
+            if let Some(saved) = self.saved.as_mut() {
+                saved.restore(self.data);
+            }
+        }
+        self.handle(
+            now,
+            Input::Start {
+                data: ValuesRef::Empty,
+            },
+            out,
+        );
+    }
+
+    fn input_estimate(&self, dst: &mut Vec<f64>) {
+        self.estimate(dst);
+    }
+}
+
 impl super::Communicator {
     /// Allreduce of `data` in place by the single-copy ring (see the module docs): called by
     /// [`super::Communicator::allreduce_ring`] where the transport allows it.
@@ -494,13 +585,11 @@ impl super::Communicator {
     ) -> Result<super::Outcome, super::CommError> {
         let shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, super::run::Slack::NONE)?;
         let mut bounce = std::mem::take(&mut self.bounce);
-        let lent_word = self.lent.as_ptr() as u64;
-        self.lent.store(shell.op.0, Ordering::Release);
         let mut protocol = SingleCopyRing::new(
             (shell.rank, shell.size, shell.op, op),
             data,
-            &mut bounce,
-            lent_word,
+            (&mut bounce, None),
+            Arc::clone(&self.lent),
         );
         let ended = self.execute(&mut protocol, ValuesRef::Empty);
         // Before the vector goes back to the caller, however the operation ended.
@@ -529,7 +618,8 @@ mod tests {
             addr: 0x7f00_0000_1000,
             bytes: 1 << 24,
         };
-        let (op, from, done, lent) = (OpId(17), Rank(3), 2u32, 0x5600_0000_0040u64);
+        // Operation 17, attempt 3: the token a lent word holds.
+        let (op, from, done, lent) = ((17u64 << 24) | 3, Rank(3), 2u32, 0x5600_0000_0040u64);
         let base = region_check(op, from, done, &region, lent);
         for bit in 0..32 {
             let flipped = |f: u32| f ^ (1 << bit);
@@ -554,6 +644,11 @@ mod tests {
             assert_ne!(
                 base,
                 region_check(op, from, done, &region, lent ^ (1 << bit))
+            );
+            // A notice of another attempt (or operation) of the same vector.
+            assert_ne!(
+                base,
+                region_check(op ^ (1 << bit), from, done, &region, lent)
             );
         }
     }
