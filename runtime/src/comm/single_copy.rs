@@ -290,12 +290,9 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
                 bytes: left.bytes,
             });
         };
-        // A fault-tolerant attempt keeps the input of a block before its first write, part by
-        // part as the combine passes over it (see [`SavedInput`]).
+        // A fault-tolerant attempt keeps the input of what it writes first, part by part as
+        // the combine passes over it (see [`SavedInput`]).
         let mut saved = self.saved.as_mut();
-        if !saved.as_mut().is_some_and(|saved| saved.begin(&block)) {
-            saved = None;
-        }
         if !combine {
             if let Some(saved) = saved {
                 saved.save(block.start, mine);
