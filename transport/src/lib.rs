@@ -12,6 +12,7 @@
 //! `ofi` features compile the RDMA backends (and need their system libraries and libclang).
 
 pub mod backend;
+pub mod huge_pages;
 #[cfg(feature = "ofi")]
 pub mod ofi;
 pub mod open;

@@ -264,7 +264,7 @@ fn measure(args: &BenchArgs, sizes: &[u32], dir: &Path) -> anyhow::Result<Vec<Go
                 let timed = mpi_row(
                     Swept::Allreduce,
                     (lib, binary),
-                    (n, TransportKind::Shm),
+                    (n, TransportKind::Shm, super::sweep::Pages::Huge),
                     8,
                     (args.iters, warm),
                 );

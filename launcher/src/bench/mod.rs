@@ -100,6 +100,13 @@ pub struct BenchArgs {
     /// runs its TCP transport too: `--mca pml ob1 --mca btl tcp,self` over the loopback).
     #[arg(long, default_value = "shm")]
     pub transport: String,
+    /// `allreduce`, `bcast`, `reduce`: both sides' vectors in the kernel's base pages. By
+    /// default both are hinted for transparent huge pages before first use, as ftcoll's job
+    /// allocates its own (and as every large mapping gets them where the kernel's setting is
+    /// `always`); this measures what an application that does not ask gets where it is
+    /// `madvise` or `never`.
+    #[arg(long)]
+    pub base_pages: bool,
     /// A machine without `mpicc`: a directory with the MPI side already built
     /// (`allreduce_openmpi`, `allreduce_mpich` from `launcher/bench/mpi_allreduce.c` for
     /// `allreduce`, `bcast`, `reduce`; `ulfm_allreduce`, `ulfm_agree` built with the mpicc under

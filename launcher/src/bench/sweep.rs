@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use ftcoll_runtime::transport::TransportKind;
+use ftcoll_runtime::transport::{huge_pages, TransportKind};
 use serde::Serialize;
 
 use super::allreduce::FtcollCase;
@@ -56,6 +56,28 @@ impl Swept {
         match self {
             Swept::Allreduce if n > 1 => 2.0 * f64::from(n - 1) / f64::from(n),
             Swept::Allreduce | Swept::Bcast | Swept::Reduce => 1.0,
+        }
+    }
+}
+
+/// The pages both sides' vectors live in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pages {
+    /// Hinted for transparent huge pages before first use (`madvise(MADV_HUGEPAGE)`), as ftcoll's
+    /// job allocates them, and as every anonymous mapping gets where the kernel's setting is
+    /// `always`.
+    Huge,
+    /// The kernel's base pages, as an application that does not ask gets them where the
+    /// setting is `madvise` or `never` (`--base-pages`).
+    Base,
+}
+
+impl Pages {
+    /// The word the MPI side takes as its fifth argument.
+    fn word(self) -> &'static str {
+        match self {
+            Pages::Huge => "huge",
+            Pages::Base => "base",
         }
     }
 }
@@ -217,10 +239,12 @@ fn iters_for(bytes: u64, max: u32) -> u32 {
 
 /// The copy bandwidth of this machine: a `bytes`-long copy (at least 64 MiB, past the caches),
 /// median of 9, as a row.
-fn memcpy_row(bytes: u64) -> SweepRow {
+fn memcpy_row(bytes: u64, pages: Pages) -> SweepRow {
     let len = bytes.max(64 << 20) as usize;
-    let src = vec![1u8; len];
-    let mut dst = vec![0u8; len];
+    let (src, mut dst) = match pages {
+        Pages::Huge => (huge_pages::vec_of(len, 1u8), huge_pages::vec_of(len, 0u8)),
+        Pages::Base => (vec![1u8; len], vec![0u8; len]),
+    };
     let mut micros: Vec<f64> = (0..9)
         .map(|_| {
             let started = Instant::now();
@@ -244,7 +268,7 @@ fn memcpy_row(bytes: u64) -> SweepRow {
 pub(super) fn mpi_row(
     what: Swept,
     (lib, binary): (&MpiLibrary, &Path),
-    (n, transport): (u32, TransportKind),
+    (n, transport, pages): (u32, TransportKind, Pages),
     bytes: u64,
     (iters, warm): (u32, u32),
 ) -> SweepRow {
@@ -271,6 +295,7 @@ pub(super) fn mpi_row(
         warm.to_string(),
         (bytes / 8).to_string(),
         what.name().to_string(),
+        pages.word().to_string(),
     ]);
     let parsed = run_bounded(&mut command, &lib.mpirun.to_string_lossy()).and_then(|out| {
         let line = out
@@ -295,7 +320,7 @@ pub(super) fn mpi_row(
 fn ftcoll_row(
     what: Swept,
     algo: Option<&'static str>,
-    (n, transport): (u32, TransportKind),
+    (n, transport, pages): (u32, TransportKind, Pages),
     bytes: u64,
     (iters, warm): (u32, u32),
 ) -> SweepRow {
@@ -309,6 +334,9 @@ fn ftcoll_row(
     case.transport = transport;
     if algo.is_none() {
         case.rank_args.push("--library-pick".into());
+    }
+    if pages == Pages::Base {
+        case.rank_args.push("--base-pages".into());
     }
     let timed = ftcoll_timings(&case, n, iters, warm).and_then(|timings| {
         if timings.iter().any(|t| t.len() != iters as usize) {
@@ -392,6 +420,11 @@ pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
             what.name()
         ),
     };
+    let pages = if args.base_pages {
+        Pages::Base
+    } else {
+        Pages::Huge
+    };
     let dir = tempdir()?;
     let libraries = mpi_binaries(args, &dir);
     let libraries = match libraries {
@@ -407,21 +440,16 @@ pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
             let iters = iters_for(b, args.iters);
             let warm = args.warmup.min(iters / 10 + 2);
             eprintln!("n = {n}, {b} bytes: ftcoll ({iters} operations)");
-            rows.push(ftcoll_row(what, forced, (n, transport), b, (iters, warm)));
+            let shape = (n, transport, pages);
+            rows.push(ftcoll_row(what, forced, shape, b, (iters, warm)));
             for (lib, binary) in &libraries {
                 eprintln!("n = {n}, {b} bytes: {}", lib.name);
-                rows.push(mpi_row(
-                    what,
-                    (lib, binary),
-                    (n, transport),
-                    b,
-                    (iters, warm),
-                ));
+                rows.push(mpi_row(what, (lib, binary), shape, b, (iters, warm)));
             }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    rows.push(memcpy_row(bytes.iter().copied().max().unwrap_or(8)));
+    rows.push(memcpy_row(bytes.iter().copied().max().unwrap_or(8), pages));
     print_table(&rows, what, transport);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")

@@ -17,6 +17,7 @@ use ftcoll_runtime::ftco_call::FtcoCall;
 use ftcoll_runtime::gossip_call::GossipCall;
 use ftcoll_runtime::job::{Algorithm, GossipOptions, Kind};
 use ftcoll_runtime::sim::{rank_inputs, InputKind};
+use ftcoll_runtime::transport::huge_pages;
 
 use super::hooks::BuiltinJobHooks;
 
@@ -122,6 +123,10 @@ pub struct RankArgs {
     /// benchmark of the pick).
     #[arg(long)]
     pub library_pick: bool,
+    /// The job's vectors in the kernel's base pages, without the huge-page hint (`bench
+    /// --base-pages`).
+    #[arg(long)]
+    pub base_pages: bool,
     /// Console-paced: wait for the launcher's go before each operation, and draw fresh inputs
     /// for each (operation K from the seed of `live::op_seed`).
     #[arg(long)]
@@ -184,6 +189,23 @@ fn typed_inputs(args: &RankArgs, rank: u32, seed: u64) -> Values {
         Dtype::U32 => Values::U32(cast(xs)),
         Dtype::U64 => Values::U64(cast(xs)),
         Dtype::F64 | Dtype::Empty | Dtype::RankIds => Values::F64(xs),
+    }
+}
+
+/// A copy of `values` in huge pages (see [`huge_pages`]): the job's vectors are most of a rank's
+/// memory, and a killed rank is reaped, and its death announced, only once that is freed.
+fn hinted(values: &Values, base_pages: bool) -> Values {
+    if base_pages {
+        return values.clone();
+    }
+    match values {
+        Values::F64(v) => Values::F64(huge_pages::copy_of(v)),
+        Values::F32(v) => Values::F32(huge_pages::copy_of(v)),
+        Values::I32(v) => Values::I32(huge_pages::copy_of(v)),
+        Values::I64(v) => Values::I64(huge_pages::copy_of(v)),
+        Values::U32(v) => Values::U32(huge_pages::copy_of(v)),
+        Values::U64(v) => Values::U64(huge_pages::copy_of(v)),
+        Values::RankIds(_) => values.clone(),
     }
 }
 
@@ -471,7 +493,7 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
     let mine = if args.algo == Algorithm::EraAgree {
         Values::F64(vec![0.0])
     } else {
-        typed_inputs(args, comm.rank(), args.seed)
+        hinted(&typed_inputs(args, comm.rank(), args.seed), args.base_pages)
     };
     let collective = Collective::from_args(args);
     let gossip = gossip_call(args)?;
@@ -493,20 +515,30 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
                 ops: args.ops,
                 recovery: args.bench_recovery,
                 victims_lag: args.bench_victims_lag,
+                base_pages: args.base_pages,
             };
             return run.bench(comm);
         }
-        return bench(comm, collective, &mine, op, warmup, args.ops);
+        return bench(
+            comm,
+            collective,
+            &mine,
+            op,
+            (warmup, args.ops),
+            args.base_pages,
+        );
     }
+    // One vector for every operation, its input written in again before each.
+    let mut data = hinted(&mine, args.base_pages);
     for index in 0..args.ops {
         if args.paced && !comm.wait_for_go(index)? {
             break;
         }
-        let mut data = if args.paced && index > 0 && args.algo != Algorithm::EraAgree {
-            typed_inputs(args, comm.rank(), super::op_seed(args.seed, index))
+        if args.paced && index > 0 && args.algo != Algorithm::EraAgree {
+            data = typed_inputs(args, comm.rank(), super::op_seed(args.seed, index));
         } else {
-            mine.clone()
-        };
+            data.copy_from(mine.as_ref());
+        }
         let started = Instant::now();
         let mut agreed_set = None;
         let result =
@@ -557,10 +589,10 @@ fn bench(
     collective: Collective,
     input: &Values,
     op: ReduceOp,
-    warmup: u64,
-    ops: u64,
+    (warmup, ops): (u64, u64),
+    base_pages: bool,
 ) -> Result<(), CommError> {
-    let mut data = input.clone();
+    let mut data = hinted(input, base_pages);
     for _ in 0..warmup {
         data.copy_from(input.as_ref());
         collective.run(&mut comm, &mut data, op, None)?;
@@ -633,6 +665,8 @@ struct FaultOpRun<'a> {
     recovery: bool,
     /// See `--bench-victims-lag`.
     victims_lag: bool,
+    /// See `--base-pages`.
+    base_pages: bool,
 }
 
 /// How long a rank scripted to die during an operation waits for the kill after it.
@@ -645,7 +679,11 @@ const VICTIMS_LAG: std::time::Duration = std::time::Duration::from_millis(10);
 impl FaultOpRun<'_> {
     /// Reports `[the faulty operation, the later ones...]` in nanoseconds.
     fn bench(&self, mut comm: Communicator) -> Result<(), CommError> {
-        let mut data = Values::F64(self.input.to_vec());
+        let mut data = Values::F64(if self.base_pages {
+            self.input.to_vec()
+        } else {
+            huge_pages::copy_of(self.input)
+        });
         for _ in 0..self.warmup {
             data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
             self.collective.run(&mut comm, &mut data, self.op, None)?;

@@ -33,9 +33,9 @@ impl<'a> SavedInput<'a> {
     /// Readies the copy for an operation over `data`: nothing is copied yet.
     pub(crate) fn reset<T: Element>(&mut self, data: &[T]) {
         // Sized once for a loop of calls of one size: every element is written before a
-        // retry reads it.
-        self.words
-            .resize(std::mem::size_of_val(data).div_ceil(8), 0);
+        // retry reads it. In huge pages: a killed rank is reaped only once its memory is freed.
+        let words = std::mem::size_of_val(data).div_ceil(8);
+        crate::transport::huge_pages::resize(self.words, words, 0);
         self.saved.clear();
     }
 
