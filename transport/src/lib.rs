@@ -17,6 +17,7 @@ pub mod huge_pages;
 pub mod ofi;
 pub mod open;
 pub mod shm;
+pub mod stream_copy;
 pub mod tcp;
 #[cfg(all(test, any(feature = "ucx", feature = "ofi")))]
 mod test_directory;

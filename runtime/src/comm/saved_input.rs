@@ -49,7 +49,8 @@ impl<'a> SavedInput<'a> {
                 copy.get_mut(gap.clone()),
                 part.get(gap.start - at..gap.end - at),
             ) {
-                to.copy_from_slice(from);
+                // Read back only after a failure: streamed past the cache.
+                crate::transport::stream_copy::copy(to, from);
             }
         };
         // The gaps between the saved ranges inside `range`, in order.

@@ -293,13 +293,23 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         // A fault-tolerant attempt keeps the input of what it writes first, part by part as
         // the combine passes over it (see [`SavedInput`]).
         let mut saved = self.saved.as_mut();
-        if !combine {
-            if let Some(saved) = saved {
-                saved.save(block.start, mine);
-            }
-            return cross_memory::read(&left, offset(block.start), bytemuck::cast_slice_mut(mine));
-        }
         let chunk = (COMBINE_CHUNK_BYTES / elem).max(1);
+        if !combine {
+            let Some(saved) = saved else {
+                return cross_memory::read(
+                    &left,
+                    offset(block.start),
+                    bytemuck::cast_slice_mut(mine),
+                );
+            };
+            // Chunk by chunk, so that the read overwrites lines the save just brought in.
+            for (k, part) in mine.chunks_mut(chunk).enumerate() {
+                let at = block.start + k * chunk;
+                saved.save(at, part);
+                cross_memory::read(&left, offset(at), bytemuck::cast_slice_mut(part))?;
+            }
+            return Ok(());
+        }
         self.bounce.resize(COMBINE_CHUNK_BYTES.div_ceil(8), 0);
         let staging: &mut [T] = bytemuck::cast_slice_mut(&mut self.bounce[..]);
         for (k, part) in mine.chunks_mut(chunk).enumerate() {
