@@ -215,7 +215,7 @@ impl<R: AttemptRing> FtRing<R> {
         self.attempt
     }
 
-    /// The result piece by piece with offsets (see [`Segmented::results`]).
+    /// The result piece by piece with offsets (see [`crate::protocol::Segmented::results`]).
     pub fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_> {
         if self.stage != Stage::Done {
             return None;
