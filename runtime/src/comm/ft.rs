@@ -93,6 +93,9 @@ impl Communicator {
         self.ft_rings += 1;
         let members = self.members();
         let ended = self.execute(&mut protocol, ValuesRef::Empty);
+        // Before the vector goes back to the caller, however the operation ended (an executor
+        // error leaves the ring neither done nor aborted).
+        self.lent.store(0, std::sync::atomic::Ordering::Release);
         let failure = protocol.ring().failure();
         let concluded = ended.and_then(|ended| {
             // The result is in `data` already: nothing to write back.
