@@ -4,7 +4,7 @@
 //! ftcoll-launch -n 4 -- ./target/release/examples/collectives 100000
 //! ```
 //!
-//! `allreduce_into` over `i64`, `reduce_scatter_block` over `u32` and `f64`, `allgather` over
+//! `allreduce_into` over `i64`, `ft_allreduce_into` over `f64`, `reduce_scatter_block` over `u32` and `f64`, `allgather` over
 //! `i32` and `f32`, `bcast` over `u64`, `reduce` over `f32`, then a barrier; blocks of `len` elements. A rank exits non-zero if any
 //! result differs from the one it computes itself from every rank's (deterministic) input.
 
@@ -54,6 +54,27 @@ fn run(len: usize) -> Result<(), CommError> {
             .any(|(&x, i)| x != i64::from(input(rank, i)))
     {
         return Err(wrong("allreduce_into", rank));
+    }
+
+    // The fault-tolerant allreduce out of place: the same sum, the input left as it was.
+    let mine: Vec<f64> = (0..len).map(|i| f64::from(input(rank, i) % 4096)).collect();
+    let mut sum = vec![0.0f64; len];
+    comm.ft_allreduce_into(&mine, &mut sum, ReduceOp::Sum)?;
+    let want: Vec<f64> = (0..len)
+        .map(|i| ranks.clone().map(|r| f64::from(input(r, i) % 4096)).sum())
+        .collect();
+    if sum != want
+        || mine
+            .iter()
+            .zip(0..)
+            .any(|(&x, i)| x != f64::from(input(rank, i) % 4096))
+    {
+        return Err(wrong("ft_allreduce_into (f64)", rank));
+    }
+    match comm.ft_allreduce_into(&mine, &mut sum[..len / 2], ReduceOp::Sum) {
+        Err(CommError::Shape { .. }) if len > 1 => {}
+        _ if len <= 1 => {}
+        _ => return Err(wrong("an ft_allreduce_into of mismatched buffers", rank)),
     }
 
     let blocks: Vec<u32> = (0..n as usize * len).map(|i| input(rank, i)).collect();

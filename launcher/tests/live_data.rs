@@ -208,7 +208,9 @@ fn reduce_scatter_allgather_and_the_out_of_place_allreduce_are_exact() {
     for (n, len, lanes) in [
         ("3", "50000", "65536"),
         ("4", "7", "65536"),
+        // From 2 MiB: the single-copy ring, out of place (plain and fault-tolerant).
         ("2", "300000", ""),
+        ("3", "300000", ""),
     ] {
         let mut command = common::launcher();
         if !lanes.is_empty() {

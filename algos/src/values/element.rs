@@ -19,6 +19,16 @@ pub trait Element: Pod + Zeroable + PartialOrd + Send + Sync + std::fmt::Debug +
     /// Combines `other` into `acc` element-wise.
     fn combine(acc: &mut [Self], other: &[Self], op: ReduceOp) -> Result<(), ValuesError>;
 
+    /// Writes `acc` combined with `other` into `out`, element-wise, in one pass: the same
+    /// values as copying `acc` into `out` and combining `other` into it (an out-of-place
+    /// reduction reads its input and writes its output, touching neither twice).
+    fn combine_into(
+        out: &mut [Self],
+        acc: &[Self],
+        other: &[Self],
+        op: ReduceOp,
+    ) -> Result<(), ValuesError>;
+
     /// The value nearest `x` (integers truncate and saturate).
     fn from_f64(x: f64) -> Self;
 }
@@ -50,6 +60,89 @@ fn zip_apply<T: Copy>(acc: &mut [T], other: &[T], f: impl Fn(T, T) -> T) {
     }
 }
 
+/// [`zip_apply`] into a third slice.
+#[inline(always)]
+fn zip_apply_into<T: Copy>(out: &mut [T], acc: &[T], other: &[T], f: impl Fn(T, T) -> T) {
+    let n = out.len().min(acc.len()).min(other.len());
+    let (out, acc, other) = (&mut out[..n], &acc[..n], &other[..n]);
+    for i in 0..n {
+        out[i] = f(acc[i], other[i]);
+    }
+}
+
+/// Expands `$body` once per operator of a float type with `$f` bound to its kernel, so that
+/// every kernel is inlined into its own loop (a function pointer would not vectorise).
+macro_rules! float_kernel {
+    ($t:ty, $op:expr, |$f:ident| $body:expr) => {
+        match $op {
+            ReduceOp::Sum | ReduceOp::Average => {
+                let $f = |a: $t, b: $t| a + b;
+                $body
+            }
+            ReduceOp::Prod => {
+                let $f = |a: $t, b: $t| a * b;
+                $body
+            }
+            ReduceOp::Min => {
+                let $f = <$t>::min;
+                $body
+            }
+            ReduceOp::Max => {
+                let $f = <$t>::max;
+                $body
+            }
+            op @ (ReduceOp::BitAnd | ReduceOp::BitOr | ReduceOp::BitXor | ReduceOp::RankUnion) => {
+                return Err(ValuesError::OpNotDefined {
+                    op,
+                    dtype: Self::DTYPE,
+                })
+            }
+        }
+    };
+}
+
+/// [`float_kernel`] for an integer type.
+macro_rules! int_kernel {
+    ($t:ty, $op:expr, |$f:ident| $body:expr) => {
+        match $op {
+            ReduceOp::Sum => {
+                let $f = <$t>::wrapping_add;
+                $body
+            }
+            ReduceOp::Prod => {
+                let $f = <$t>::wrapping_mul;
+                $body
+            }
+            ReduceOp::Min => {
+                let $f = <$t as Ord>::min;
+                $body
+            }
+            ReduceOp::Max => {
+                let $f = <$t as Ord>::max;
+                $body
+            }
+            ReduceOp::BitAnd => {
+                let $f = |a: $t, b: $t| a & b;
+                $body
+            }
+            ReduceOp::BitOr => {
+                let $f = |a: $t, b: $t| a | b;
+                $body
+            }
+            ReduceOp::BitXor => {
+                let $f = |a: $t, b: $t| a ^ b;
+                $body
+            }
+            op @ (ReduceOp::Average | ReduceOp::RankUnion) => {
+                return Err(ValuesError::OpNotDefined {
+                    op,
+                    dtype: Self::DTYPE,
+                })
+            }
+        }
+    };
+}
+
 macro_rules! float_element {
     ($t:ty, $variant:ident) => {
         impl Element for $t {
@@ -68,18 +161,19 @@ macro_rules! float_element {
 
             fn combine(acc: &mut [Self], other: &[Self], op: ReduceOp) -> Result<(), ValuesError> {
                 same_len(acc.len(), other.len())?;
-                match op {
-                    ReduceOp::Sum | ReduceOp::Average => zip_apply(acc, other, |a, b| a + b),
-                    ReduceOp::Prod => zip_apply(acc, other, |a, b| a * b),
-                    ReduceOp::Min => zip_apply(acc, other, <$t>::min),
-                    ReduceOp::Max => zip_apply(acc, other, <$t>::max),
-                    ReduceOp::BitAnd | ReduceOp::BitOr | ReduceOp::BitXor | ReduceOp::RankUnion => {
-                        return Err(ValuesError::OpNotDefined {
-                            op,
-                            dtype: Self::DTYPE,
-                        })
-                    }
-                }
+                float_kernel!($t, op, |f| zip_apply(acc, other, f));
+                Ok(())
+            }
+
+            fn combine_into(
+                out: &mut [Self],
+                acc: &[Self],
+                other: &[Self],
+                op: ReduceOp,
+            ) -> Result<(), ValuesError> {
+                same_len(acc.len(), other.len())?;
+                same_len(out.len(), acc.len())?;
+                float_kernel!($t, op, |f| zip_apply_into(out, acc, other, f));
                 Ok(())
             }
 
@@ -117,21 +211,19 @@ macro_rules! int_element {
 
             fn combine(acc: &mut [Self], other: &[Self], op: ReduceOp) -> Result<(), ValuesError> {
                 same_len(acc.len(), other.len())?;
-                match op {
-                    ReduceOp::Sum => zip_apply(acc, other, <$t>::wrapping_add),
-                    ReduceOp::Prod => zip_apply(acc, other, <$t>::wrapping_mul),
-                    ReduceOp::Min => zip_apply(acc, other, Ord::min),
-                    ReduceOp::Max => zip_apply(acc, other, Ord::max),
-                    ReduceOp::BitAnd => zip_apply(acc, other, |a, b| a & b),
-                    ReduceOp::BitOr => zip_apply(acc, other, |a, b| a | b),
-                    ReduceOp::BitXor => zip_apply(acc, other, |a, b| a ^ b),
-                    ReduceOp::Average | ReduceOp::RankUnion => {
-                        return Err(ValuesError::OpNotDefined {
-                            op,
-                            dtype: Self::DTYPE,
-                        })
-                    }
-                }
+                int_kernel!($t, op, |f| zip_apply(acc, other, f));
+                Ok(())
+            }
+
+            fn combine_into(
+                out: &mut [Self],
+                acc: &[Self],
+                other: &[Self],
+                op: ReduceOp,
+            ) -> Result<(), ValuesError> {
+                same_len(acc.len(), other.len())?;
+                same_len(out.len(), acc.len())?;
+                int_kernel!($t, op, |f| zip_apply_into(out, acc, other, f));
                 Ok(())
             }
 

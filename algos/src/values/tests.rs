@@ -147,3 +147,52 @@ fn digests_tell_type_length_and_every_bit_apart() {
     let shorter = Values::I32((0..32).collect());
     assert_ne!(digest(shorter.as_ref()), d);
 }
+
+/// `combine_into(out, acc, other)` against copying `acc` into `out` and combining `other` in,
+/// for one element type, every operator it takes, on drawn values (NaNs and infinities
+/// included for floats: compared bit for bit).
+fn combine_into_matches_copy_then_combine<T: Element>(acc: &[T], other: &[T]) {
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Average,
+        ReduceOp::Prod,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::BitAnd,
+        ReduceOp::BitOr,
+        ReduceOp::BitXor,
+    ];
+    for op in ops {
+        let mut expected = acc.to_vec();
+        let mut out = vec![T::zeroed(); acc.len()];
+        let twice = T::combine(&mut expected, other, op);
+        let once = T::combine_into(&mut out, acc, other, op);
+        assert_eq!(once.is_ok(), twice.is_ok(), "{op:?} on {:?}", T::DTYPE);
+        if once.is_ok() {
+            let bits = |v: &[T]| bytemuck::cast_slice::<T, u8>(v).to_vec();
+            assert_eq!(bits(&out), bits(&expected), "{op:?} on {:?}", T::DTYPE);
+        }
+    }
+    let mut short = vec![T::zeroed(); acc.len() + 1];
+    assert!(T::combine_into(&mut short, acc, other, ReduceOp::Sum).is_err());
+}
+
+proptest::proptest! {
+    #[test]
+    fn combine_into_is_copy_then_combine_in_one_pass(
+        words in proptest::collection::vec(proptest::prelude::any::<(u64, u64)>(), 0..40)
+    ) {
+        let (a, b): (Vec<u64>, Vec<u64>) = words.into_iter().unzip();
+        combine_into_matches_copy_then_combine::<u64>(&a, &b);
+        let as_i64 = |v: &[u64]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
+        combine_into_matches_copy_then_combine::<i64>(&as_i64(&a), &as_i64(&b));
+        let as_u32 = |v: &[u64]| v.iter().map(|&x| x as u32).collect::<Vec<_>>();
+        combine_into_matches_copy_then_combine::<u32>(&as_u32(&a), &as_u32(&b));
+        let as_i32 = |v: &[u64]| v.iter().map(|&x| x as i32).collect::<Vec<_>>();
+        combine_into_matches_copy_then_combine::<i32>(&as_i32(&a), &as_i32(&b));
+        let as_f64 = |v: &[u64]| v.iter().map(|&x| f64::from_bits(x)).collect::<Vec<_>>();
+        combine_into_matches_copy_then_combine::<f64>(&as_f64(&a), &as_f64(&b));
+        let as_f32 = |v: &[u64]| v.iter().map(|&x| f32::from_bits(x as u32)).collect::<Vec<_>>();
+        combine_into_matches_copy_then_combine::<f32>(&as_f32(&a), &as_f32(&b));
+    }
+}

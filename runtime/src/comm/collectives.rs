@@ -48,6 +48,14 @@ pub struct Outcome {
     pub messages: u64,
 }
 
+/// The allreduce [`Communicator::allreduce`] picks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AllreducePick {
+    Direct,
+    Ring,
+    Rdb,
+}
+
 impl Communicator {
     /// Allreduce of `data` in place: a direct exchange for small groups and vectors on an
     /// oversubscribed node (see [`ftcoll_algos::direct::prefer_direct`]; `FTCOLL_SMALL_ALLREDUCE`
@@ -64,28 +72,30 @@ impl Communicator {
         data: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
+        match self.allreduce_pick(std::mem::size_of_val(data)) {
+            AllreducePick::Direct => self.allreduce_direct(data, op),
+            AllreducePick::Ring => self.allreduce_ring(data, op),
+            AllreducePick::Rdb => self.allreduce_rdb(data, op),
+        }
+    }
+
+    /// What [`Communicator::allreduce`] runs for vectors of `bytes`.
+    pub(super) fn allreduce_pick(&self, bytes: usize) -> AllreducePick {
         let direct = match self.env.small_allreduce {
-            SmallAllreduce::Auto => {
-                prefer_direct(self.size(), std::mem::size_of_val(data), self.placement)
-            }
-            SmallAllreduce::Direct => prefer_direct(
-                self.size(),
-                std::mem::size_of_val(data),
-                Placement::Oversubscribed,
-            ),
+            SmallAllreduce::Auto => prefer_direct(self.size(), bytes, self.placement),
+            SmallAllreduce::Direct => prefer_direct(self.size(), bytes, Placement::Oversubscribed),
             SmallAllreduce::Rdb => false,
         };
-        let bytes = std::mem::size_of_val(data);
         if direct {
-            self.allreduce_direct(data, op)
+            AllreducePick::Direct
         } else if prefer_ring(
             self.size(),
             bytes,
             self.env.ring_min_bytes.unwrap_or(RING_MIN_BYTES),
         ) {
-            self.allreduce_ring(data, op)
+            AllreducePick::Ring
         } else {
-            self.allreduce_rdb(data, op)
+            AllreducePick::Rdb
         }
     }
 
@@ -164,7 +174,7 @@ impl Communicator {
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
         if self.single_copy_for(std::mem::size_of_val(data)) {
-            return self.allreduce_single_copy(data, op);
+            return self.allreduce_single_copy(None, data, op);
         }
         let mut shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, Slack::NONE)?;
         // A frame carries one block of a segment, 1/N of it.

@@ -22,13 +22,50 @@ impl Communicator {
     /// closed by an agreement on whether it completed everywhere; a failure makes the
     /// survivors agree on who failed and run the ring again over themselves from their
     /// inputs (see [`ftcoll_algos::ftring`] for the argument).
+    ///
+    /// In place, each attempt after the first must start again from the input, so a large
+    /// call on shared memory keeps a copy of it as it goes (a write of the whole vector);
+    /// [`Communicator::ft_allreduce_into`] needs none.
     pub fn ft_allreduce<T: Element>(
         &mut self,
         data: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
+        let config = self.ft_ring_config::<T>(op)?;
+        if self.single_copy_for(std::mem::size_of_val(data)) {
+            return self.ft_allreduce_single_copy(None, data, config);
+        }
+        self.ft_allreduce_copying(data, config)
+    }
+
+    /// [`Communicator::ft_allreduce`] of `input` into `output` (the same length), leaving
+    /// `input` as it is: the same result and guarantees. On shared memory from the
+    /// single-copy threshold on, every attempt reads `input` and rewrites all of `output`, so
+    /// tolerance costs no copy of the vector at all; elsewhere `input` is copied into
+    /// `output` first.
+    pub fn ft_allreduce_into<T: Element>(
+        &mut self,
+        input: &[T],
+        output: &mut [T],
+        op: ReduceOp,
+    ) -> Result<Outcome, CommError> {
+        if input.len() != output.len() {
+            return Err(CommError::Shape {
+                expected: output.len(),
+                got: input.len(),
+            });
+        }
+        let config = self.ft_ring_config::<T>(op)?;
+        if self.single_copy_for(std::mem::size_of_val(input)) {
+            return self.ft_allreduce_single_copy(Some(input), output, config);
+        }
+        output.copy_from_slice(input);
+        self.ft_allreduce_copying(output, config)
+    }
+
+    fn ft_ring_config<T: Element>(&mut self, op: ReduceOp) -> Result<FtRingConfig, CommError> {
         let shell = self.shell_config(Algorithm::FtRing, op, T::DTYPE, Slack::NONE)?;
-        let config = FtRingConfig {
+        Ok(FtRingConfig {
             rank: self.me(),
             size: self.size(),
             op,
@@ -40,10 +77,15 @@ impl Communicator {
             // answer for as long as an operation may take.
             linger: Duration(self.op_timeout.as_nanos().min(u128::from(u64::MAX)) as u64),
             commit: CommitRule::Agreed,
-        };
-        if self.single_copy_for(std::mem::size_of_val(data)) {
-            return self.ft_allreduce_single_copy(data, config);
-        }
+        })
+    }
+
+    /// The fault-tolerant ring over frames (any transport, any size), in place.
+    fn ft_allreduce_copying<T: Element>(
+        &mut self,
+        data: &mut [T],
+        config: FtRingConfig,
+    ) -> Result<Outcome, CommError> {
         // Kept from call to call like the ring's shell: its buffers are reused, not faulted in
         // again.
         let mut protocol = match self.ft_ring.take() {
@@ -74,10 +116,12 @@ impl Communicator {
     }
 
     /// [`Communicator::ft_allreduce`] with every attempt a single-copy ring over the caller's
-    /// vector (shared memory): the agreement between attempts is the same, and a copy of the
-    /// input, kept from call to call, restarts each attempt after the first.
+    /// vectors (shared memory): the agreement between attempts is the same. In place, a copy
+    /// of the input, kept from call to call, restarts each attempt after the first; out of
+    /// place, `input` does.
     fn ft_allreduce_single_copy<T: Element>(
         &mut self,
+        input: Option<&[T]>,
         data: &mut [T],
         config: FtRingConfig,
     ) -> Result<Outcome, CommError> {
@@ -85,7 +129,7 @@ impl Communicator {
         let mut saved = std::mem::take(&mut self.ft_saved);
         let ring = SingleCopyRing::new(
             (config.rank, config.size, config.op_id, config.op),
-            data,
+            (input, data),
             (&mut bounce, Some(&mut saved)),
             std::sync::Arc::clone(&self.lent),
         );

@@ -19,11 +19,18 @@
 //! vector back is dropped, never combined into a result, and the reader ends with the cause
 //! that made the owner give up.
 //!
+//! **Out of place.** With an input apart from the output, a rank lends both: the first step
+//! of the reduce-scatter reads a block its left neighbour has not touched yet, which is its
+//! input, and every later read reads a partial or final block of its output. The combine
+//! writes input ⊕ neighbour's block into the output in one pass, so the input is read and
+//! never written. In place, the two regions are the same vector.
+//!
 //! **Attempts.** The same ring runs the attempts of the fault-tolerant ring
-//! ([`ftcoll_algos::ftring`]) as an [`AttemptRing`]: it keeps a copy of the input, and every
-//! attempt after the first starts by writing it back into the vector. The attempt is part of
-//! the lent word, so a block that a reader of an abandoned attempt reads while its owner has
-//! started the next one is dropped like any withdrawn block.
+//! ([`ftcoll_algos::ftring`]) as an [`AttemptRing`]. In place it keeps a copy of the input,
+//! and every attempt after the first starts by writing it back into the vector; out of place
+//! the input is intact and every attempt rewrites the whole output, so nothing is kept. The
+//! attempt is part of the lent word, so a block that a reader of an abandoned attempt reads
+//! while its owner has started the next one is dropped like any withdrawn block.
 
 use ftcoll_algos::ftring::AttemptRing;
 use ftcoll_algos::protocol::ShellConfig;
@@ -78,10 +85,22 @@ enum ReadEnd {
 
 use ReadEnd::{Failed, Withdrawn};
 
-/// One rank's part in a single-copy ring allreduce over `data`.
+/// Where the left neighbour's vectors and lent word lie, from its first notice.
+#[derive(Clone, Copy, Debug)]
+struct LeftRegions {
+    /// Its input (the output itself when it reduces in place).
+    input: PeerRegion,
+    output: PeerRegion,
+    lent_word: PeerRegion,
+}
+
+/// One rank's part in a single-copy ring allreduce into `data`.
 pub(crate) struct SingleCopyRing<'a, T: Element> {
     schedule: ReadRing,
+    /// The output, which is also the input when `input` is `None` (in place).
     data: &'a mut [T],
+    /// The input of an out-of-place operation, never written.
+    input: Option<&'a [T]>,
     /// Cache-sized staging for combined reads, kept by the communicator from call to call.
     bounce: &'a mut Vec<u64>,
     /// The input every attempt after the first starts from (the fault-tolerant ring only).
@@ -91,8 +110,8 @@ pub(crate) struct SingleCopyRing<'a, T: Element> {
     op: OpId,
     attempt: u32,
     reduce: ReduceOp,
-    /// Where the left neighbour's vector and lent word lie, from its first notice.
-    left: Option<(PeerRegion, PeerRegion)>,
+    /// Where the left neighbour's vectors lie, from its first notice.
+    left: Option<LeftRegions>,
     /// This rank's lent word (see the module docs), which peers read at its address.
     lent: Arc<AtomicU64>,
     phase: Phase,
@@ -102,11 +121,23 @@ pub(crate) struct SingleCopyRing<'a, T: Element> {
 }
 
 /// The word a notice carries to show it arrived as sent: a flipped bit in the process id,
-/// address or length would send a read to the wrong memory, and one in the step count would
-/// let the reader take a block before it is final.
-fn region_check(token: u64, from: Rank, done: u32, region: &PeerRegion, lent_word: u64) -> u64 {
+/// an address or the length would send a read to the wrong memory, and one in the step count
+/// would let the reader take a block before it is final.
+fn region_check(
+    token: u64,
+    from: Rank,
+    done: u32,
+    region: &PeerRegion,
+    (input_addr, lent_word): (u64, u64),
+) -> u64 {
     let mut x = token ^ u64::from(from.0).rotate_left(32) ^ u64::from(region.pid);
-    for word in [region.addr, region.bytes, lent_word, u64::from(done)] {
+    for word in [
+        region.addr,
+        region.bytes,
+        input_addr,
+        lent_word,
+        u64::from(done),
+    ] {
         x = (x ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         x ^= x >> 29;
     }
@@ -114,18 +145,22 @@ fn region_check(token: u64, from: Rank, done: u32, region: &PeerRegion, lent_wor
 }
 
 impl<'a, T: Element> SingleCopyRing<'a, T> {
-    /// `saved` keeps the input for attempts after the first; a plain allreduce has none.
+    /// Into `data` from `input`, or in place without one (same length: the caller checks).
+    /// `saved` keeps an in-place input for attempts after the first; a plain allreduce, and
+    /// one out of place, need none.
     pub(crate) fn new(
         (rank, size, op, reduce): (Rank, u32, OpId, ReduceOp),
-        data: &'a mut [T],
+        (input, data): (Option<&'a [T]>, &'a mut [T]),
         (bounce, saved): (&'a mut Vec<u64>, Option<&'a mut Vec<u64>>),
         lent: Arc<AtomicU64>,
     ) -> Self {
+        debug_assert!(input.is_none_or(|input| input.len() == data.len()));
         SingleCopyRing {
             schedule: ReadRing::new(rank, size, data.len()),
             data,
+            input,
             bounce,
-            saved: saved.map(SavedInput::new),
+            saved: saved.filter(|_| input.is_none()).map(SavedInput::new),
             rank,
             size,
             op,
@@ -175,6 +210,12 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             addr: self.data.as_ptr() as u64,
             bytes: std::mem::size_of_val(self.data) as u64,
         }
+    }
+
+    /// Where the input lies: the output's address when in place.
+    fn input_addr(&self) -> u64 {
+        self.input
+            .map_or(self.data.as_ptr() as u64, |input| input.as_ptr() as u64)
     }
 
     fn abort(&mut self, reason: AbortReason, out: &mut Outbox) {
@@ -228,10 +269,10 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             match self.schedule.next_action() {
                 Some(ReadAction::Ready { to, done }) => {
                     let region = self.own_region();
-                    let lent = self.lent_word();
-                    let check = region_check(self.token(), self.rank, done, &region, lent);
+                    let (input, lent) = (self.input_addr(), self.lent_word());
+                    let check = region_check(self.token(), self.rank, done, &region, (input, lent));
                     let pid = u64::from(region.pid);
-                    let words = [pid, region.addr, region.bytes, lent, check];
+                    let words = [pid, region.addr, input, region.bytes, lent, check];
                     out.send(to, self.header(KIND_READY, done), ValuesRef::U64(&words));
                     self.counters.messages_sent += 1;
                 }
@@ -273,7 +314,10 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         combine: bool,
     ) -> Result<(), CrossMemoryError> {
         let elem = std::mem::size_of::<T>();
-        let Some((left, _)) = self.left else {
+        // The first step reads a block its owner has not reached: its input (see the module
+        // docs); every later step reads what the owner wrote into its output.
+        let first = self.schedule.done() == 0;
+        let Some(left) = self.left.map(|l| if first { l.input } else { l.output }) else {
             return Err(CrossMemoryError::OutOfRegion {
                 pid: 0,
                 offset: 0,
@@ -313,17 +357,18 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         self.bounce.resize(COMBINE_CHUNK_BYTES.div_ceil(8), 0);
         let staging: &mut [T] = bytemuck::cast_slice_mut(&mut self.bounce[..]);
         for (k, part) in mine.chunks_mut(chunk).enumerate() {
+            let at = block.start + k * chunk;
             if let Some(saved) = saved.as_mut() {
-                saved.save(block.start + k * chunk, part);
+                saved.save(at, part);
             }
             let got = &mut staging[..part.len()];
-            cross_memory::read(
-                &left,
-                offset(block.start + k * chunk),
-                bytemuck::cast_slice_mut(got),
-            )?;
+            cross_memory::read(&left, offset(at), bytemuck::cast_slice_mut(got))?;
             // Same type and length by construction; an error here is a bug, not a result.
-            if T::combine(part, got, self.reduce).is_err() {
+            let combined = match self.input {
+                Some(input) => T::combine_into(part, &input[at..at + got.len()], got, self.reduce),
+                None => T::combine(part, got, self.reduce),
+            };
+            if combined.is_err() {
                 return Err(CrossMemoryError::OutOfRegion {
                     pid: left.pid,
                     offset: offset(block.start),
@@ -339,7 +384,10 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
     /// after the read (a read that failed because the owner took its vector back counts as
     /// withdrawn, not as a corrupt notice).
     fn still_lent(&self, read: Result<(), CrossMemoryError>) -> Result<(), ReadEnd> {
-        let Some((_, word)) = self.left else {
+        let Some(LeftRegions {
+            lent_word: word, ..
+        }) = self.left
+        else {
             return Err(Withdrawn);
         };
         let mut lent = [0u8; 8];
@@ -404,22 +452,22 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         match frame.header.kind {
             KIND_READY => {
                 let region = match frame.values() {
-                    Ok(ValuesRef::U64(&[pid, addr, bytes, lent, check])) => {
-                        let region = PeerRegion {
+                    Ok(ValuesRef::U64(&[pid, addr, input, bytes, lent, check])) => {
+                        let at = |addr, bytes| PeerRegion {
                             pid: pid as u32,
                             addr,
                             bytes,
                         };
-                        let word = PeerRegion {
-                            pid: pid as u32,
-                            addr: lent,
-                            bytes: 8,
-                        };
-                        (region_check(self.token(), from, frame.header.step, &region, lent)
-                            == check
+                        let output = at(addr, bytes);
+                        let step = frame.header.step;
+                        (region_check(self.token(), from, step, &output, (input, lent)) == check
                             && bytes == std::mem::size_of_val(self.data) as u64
                             && from.0 == (self.rank.0 + self.size - 1) % self.size)
-                            .then_some((region, word))
+                            .then_some(LeftRegions {
+                                input: at(input, bytes),
+                                output,
+                                lent_word: at(lent, 8),
+                            })
                     }
                     _ => None,
                 };
@@ -472,6 +520,10 @@ impl<T: Element> Protocol for SingleCopyRing<'_, T> {
         out.set_stamp(self.stamp());
         match input {
             Input::Start { .. } if self.phase == Phase::Idle => {
+                if let (1, Some(input)) = (self.size, self.input) {
+                    // Alone: the reduction is the input, and no step will write it.
+                    self.data.copy_from_slice(input);
+                }
                 self.lent.store(self.token(), Ordering::Release);
                 self.phase = Phase::Running;
                 self.drive(out);
@@ -578,15 +630,24 @@ impl<T: Element> AttemptRing for SingleCopyRing<'_, T> {
     }
 
     fn input_estimate(&self, dst: &mut Vec<f64>) {
-        self.estimate(dst);
+        match self.input {
+            Some(input) => {
+                dst.clear();
+                T::view(input).push_as_f64(dst);
+            }
+            None => self.estimate(dst),
+        }
     }
 }
 
 impl super::Communicator {
-    /// Allreduce of `data` in place by the single-copy ring (see the module docs): called by
-    /// [`super::Communicator::allreduce_ring`] where the transport allows it.
+    /// Allreduce of `input` into `data`, or of `data` in place without an input, by the
+    /// single-copy ring (see the module docs): called by
+    /// [`super::Communicator::allreduce_ring`] and [`super::Communicator::allreduce_into`]
+    /// where the transport allows it.
     pub(super) fn allreduce_single_copy<T: Element>(
         &mut self,
+        input: Option<&[T]>,
         data: &mut [T],
         op: ReduceOp,
     ) -> Result<super::Outcome, super::CommError> {
@@ -594,7 +655,7 @@ impl super::Communicator {
         let mut bounce = std::mem::take(&mut self.bounce);
         let mut protocol = SingleCopyRing::new(
             (shell.rank, shell.size, shell.op, op),
-            data,
+            (input, data),
             (&mut bounce, None),
             Arc::clone(&self.lent),
         );
@@ -626,16 +687,17 @@ mod tests {
             bytes: 1 << 24,
         };
         // Operation 17, attempt 3: the token a lent word holds.
-        let (op, from, done, lent) = ((17u64 << 24) | 3, Rank(3), 2u32, 0x5600_0000_0040u64);
-        let base = region_check(op, from, done, &region, lent);
+        let (op, from, done) = ((17u64 << 24) | 3, Rank(3), 2u32);
+        let words = (0x7f00_2000_0000u64, 0x5600_0000_0040u64);
+        let base = region_check(op, from, done, &region, words);
         for bit in 0..32 {
             let flipped = |f: u32| f ^ (1 << bit);
-            assert_ne!(base, region_check(op, from, flipped(done), &region, lent));
+            assert_ne!(base, region_check(op, from, flipped(done), &region, words));
             let pid = PeerRegion {
                 pid: flipped(region.pid),
                 ..region
             };
-            assert_ne!(base, region_check(op, from, done, &pid, lent));
+            assert_ne!(base, region_check(op, from, done, &pid, words));
         }
         for bit in 0..64 {
             let addr = PeerRegion {
@@ -646,16 +708,21 @@ mod tests {
                 bytes: region.bytes ^ (1 << bit),
                 ..region
             };
-            assert_ne!(base, region_check(op, from, done, &addr, lent));
-            assert_ne!(base, region_check(op, from, done, &bytes, lent));
+            assert_ne!(base, region_check(op, from, done, &addr, words));
+            assert_ne!(base, region_check(op, from, done, &bytes, words));
             assert_ne!(
                 base,
-                region_check(op, from, done, &region, lent ^ (1 << bit))
+                region_check(op, from, done, &region, (words.0, words.1 ^ (1 << bit)))
+            );
+            // The input's address (out of place).
+            assert_ne!(
+                base,
+                region_check(op, from, done, &region, (words.0 ^ (1 << bit), words.1))
             );
             // A notice of another attempt (or operation) of the same vector.
             assert_ne!(
                 base,
-                region_check(op ^ (1 << bit), from, done, &region, lent)
+                region_check(op ^ (1 << bit), from, done, &region, words)
             );
         }
     }

@@ -10,12 +10,15 @@ use ftcoll_algos::ring::{RingAllreduce, RingConfig, RingMode};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, ReduceOp};
 
-use super::collectives::Outcome;
+use super::collectives::{AllreducePick, Outcome};
 use super::run::Slack;
 use super::{CommError, Communicator};
 
 impl Communicator {
-    /// Allreduce of `input` into `output` (the same length), leaving `input` as it is.
+    /// Allreduce of `input` into `output` (the same length), leaving `input` as it is: the
+    /// algorithm [`Communicator::allreduce`] picks. Where that is the single-copy ring, it
+    /// reads `input` and writes `output` in the same pass, at the cost of the in-place call;
+    /// elsewhere `input` is copied into `output` first.
     pub fn allreduce_into<T: Element>(
         &mut self,
         input: &[T],
@@ -27,6 +30,10 @@ impl Communicator {
                 expected: output.len(),
                 got: input.len(),
             });
+        }
+        let bytes = std::mem::size_of_val(input);
+        if self.allreduce_pick(bytes) == AllreducePick::Ring && self.single_copy_for(bytes) {
+            return self.allreduce_single_copy(Some(input), output, op);
         }
         output.copy_from_slice(input);
         self.allreduce(output, op)
