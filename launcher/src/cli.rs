@@ -219,6 +219,11 @@ pub struct RunArgs {
     /// and ring reduce every type; the other algorithms reduce f64.
     #[arg(long, default_value = "f64", value_parser = ftcoll_launcher::text::options::parse_dtype)]
     pub dtype: ftcoll_algos::values::Dtype,
+    /// Real runs of ring and ft-ring: each rank reduces its input into a second vector
+    /// (`allreduce_ring_into`, `ft_allreduce_into`), as `MPI_Allreduce(in, out)` does, instead
+    /// of in place; on shared memory the fault-tolerant ring then keeps no copy of its input.
+    #[arg(long)]
+    pub out_of_place: bool,
     /// Network topology: full, hypercube, torus, ring, bus.
     #[arg(long)]
     pub topology: Option<String>,

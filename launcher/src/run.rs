@@ -162,6 +162,16 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     }
     spec.ftco = ftco_options(args, args.sim)?;
     spec.gossip = gossip_options(args)?;
+    let has_out_of_place = matches!(
+        algo.kind(),
+        ftcoll_runtime::job::Kind::Ring | ftcoll_runtime::job::Kind::FtRing
+    );
+    if args.out_of_place && args.sim {
+        bail!("--out-of-place applies to real runs only; drop it or --sim");
+    }
+    if args.out_of_place && !has_out_of_place {
+        bail!("--out-of-place applies to --algo ring and ft-ring; drop it, or pick one of those");
+    }
     if args.n == 0 {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
     }

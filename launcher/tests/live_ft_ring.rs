@@ -15,6 +15,17 @@ const LEN: &str = "2097152";
 
 /// Runs the job with `kills` ranks killed at points drawn from `seed`; returns the report.
 fn killed_job(transport: &str, dtype: &str, kills: u32, seed: u64) -> serde_json::Value {
+    killed_job_with(transport, dtype, kills, seed, &[])
+}
+
+/// [`killed_job`] with more flags.
+fn killed_job_with(
+    transport: &str,
+    dtype: &str,
+    kills: u32,
+    seed: u64,
+    flags: &[&str],
+) -> serde_json::Value {
     let _job = common::serialize();
     let mut rng = SimRng::new(seed);
     let n = 5u32;
@@ -39,6 +50,7 @@ fn killed_job(transport: &str, dtype: &str, kills: u32, seed: u64) -> serde_json
     ]
     .map(String::from)
     .to_vec();
+    args.extend(flags.iter().map(|f| f.to_string()));
     let mut victims: Vec<u32> = Vec::new();
     while victims.len() < kills as usize {
         let rank = rng.below(u64::from(n)) as u32;
@@ -79,6 +91,15 @@ fn killed_job(transport: &str, dtype: &str, kills: u32, seed: u64) -> serde_json
 fn survivors_return_the_same_exact_vector_over_shared_memory() {
     for (kills, seed) in [(1, 1), (2, 2), (1, 3)] {
         killed_job("shm", "f64", kills, seed);
+    }
+}
+
+/// Out of place (`ft_allreduce_into`): on shared memory every attempt reads the untouched
+/// input and rewrites the whole output, with no copy of the input kept.
+#[test]
+fn survivors_return_the_same_exact_vector_out_of_place() {
+    for (kills, seed) in [(1, 6), (2, 7), (1, 8)] {
+        killed_job_with("shm", "u64", kills, seed, &["--out-of-place"]);
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Per rank count of `--sizes` and size of `--bytes` (doubles):
 //! - the fault-free median of the plain ring allreduce and of `ft-ring` (the price of
-//!   tolerance: one agreement and one copy of the input);
+//!   tolerance: one agreement, and in place a copy of the input; `--out-of-place` calls
+//!   both out of place, as the MPI side calls `MPI_Allreduce(in, out)`);
 //! - the time to the survivors' result of an `ft-ring` in which one rank is SIGKILLed half the
 //!   fault-free median after the operation starts (median of `--repeat` runs);
 //! - the ULFM way on ftcoll's runtime: the ring fails, the survivors revoke, acknowledge,
@@ -117,10 +118,24 @@ impl UlfmAllreduce {
     }
 }
 
+/// The ranks' flag for `--out-of-place`.
+fn placement_args(out_of_place: bool) -> Vec<String> {
+    out_of_place
+        .then(|| "--out-of-place".to_string())
+        .into_iter()
+        .collect()
+}
+
 /// Fault-free median of `algo`, µs.
-fn fault_free(algo: &'static str, n: u32, len: usize, iters: u32) -> anyhow::Result<f64> {
+fn fault_free(
+    algo: &'static str,
+    (n, len): (u32, usize),
+    iters: u32,
+    out_of_place: bool,
+) -> anyhow::Result<f64> {
     let case = FtcollCase {
         len,
+        rank_args: placement_args(out_of_place),
         ..FtcollCase::plain(algo, algo)
     };
     let timings = ftcoll_timings(&case, n, iters, (iters / 5).max(2))?;
@@ -135,13 +150,14 @@ fn fault_free(algo: &'static str, n: u32, len: usize, iters: u32) -> anyhow::Res
 /// `victim` killed `after_us` into the operation; `recovery`: the ULFM way on failure.
 fn faulty(
     algo: &'static str,
-    recovery: bool,
+    (recovery, out_of_place): (bool, bool),
     (n, len, victim): (u32, usize, u32),
     after_us: u64,
     repeat: u32,
 ) -> anyhow::Result<f64> {
     const WARMUP: u32 = 2;
-    let mut rank_args = vec!["--bench-fault-op".to_string()];
+    let mut rank_args = placement_args(out_of_place);
+    rank_args.push("--bench-fault-op".to_string());
     if recovery {
         rank_args.push("--bench-recovery".into());
     }
@@ -189,21 +205,22 @@ fn measure(args: &BenchArgs, ulfm: Option<&UlfmAllreduce>, n: u32, bytes: u64) -
     };
     let mut notes = Vec::new();
     eprintln!("n = {n}, {bytes} bytes: fault-free ring and ft-ring");
-    row.ring_us = fault_free("ring", n, len, iters)
+    let oop = args.out_of_place;
+    row.ring_us = fault_free("ring", (n, len), iters, oop)
         .map_err(|e| notes.push(row_note("ring", e)))
         .ok();
-    row.ft_ring_us = fault_free("ft-ring", n, len, iters)
+    row.ft_ring_us = fault_free("ft-ring", (n, len), iters, oop)
         .map_err(|e| notes.push(row_note("ft-ring", e)))
         .ok();
     if let Some(free) = row.ft_ring_us {
         let after = (free / 2.0).max(1.0) as u64;
         let shape = (n, len, victim);
-        row.ft_ring_crash_us = faulty("ft-ring", false, shape, after, args.repeat)
+        row.ft_ring_crash_us = faulty("ft-ring", (false, oop), shape, after, args.repeat)
             .map_err(|e| notes.push(row_note("ft-ring with a crash", e)))
             .ok();
         if let Some(ring) = row.ring_us {
             let after = (ring / 2.0).max(1.0) as u64;
-            row.ftcoll_shrink_retry_us = faulty("ring", true, shape, after, args.repeat)
+            row.ftcoll_shrink_retry_us = faulty("ring", (true, oop), shape, after, args.repeat)
                 .map_err(|e| notes.push(row_note("ring + shrink", e)))
                 .ok();
         }
@@ -252,7 +269,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    print_table(&rows);
+    print_table(&rows, args.out_of_place);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -260,11 +277,12 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_table(rows: &[FtAllreduceRow]) {
+fn print_table(rows: &[FtAllreduceRow], out_of_place: bool) {
     let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
     let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
     println!(
-        "allreduce of doubles, slowest survivor, medians in us; the crash kills rank n/2 halfway"
+        "allreduce of doubles ({}), slowest survivor, medians in us; the crash kills rank n/2 halfway",
+        if out_of_place { "ftcoll out of place" } else { "ftcoll in place" }
     );
     println!(
         "{:>4} {:>10} {:>9} {:>9} {:>6} {:>10} {:>7} {:>10} {:>9} {:>10} {:>8}",

@@ -107,6 +107,11 @@ pub struct BenchArgs {
     /// `madvise` or `never`.
     #[arg(long)]
     pub base_pages: bool,
+    /// `allreduce`, `ft-allreduce`: ftcoll reduces each rank's input into a second vector
+    /// (`allreduce_into`, `allreduce_ring_into`, `ft_allreduce_into`), as the MPI side's
+    /// `MPI_Allreduce(in, out)` does, instead of in place.
+    #[arg(long)]
+    pub out_of_place: bool,
     /// A machine without `mpicc`: a directory with the MPI side already built
     /// (`allreduce_openmpi`, `allreduce_mpich` from `launcher/bench/mpi_allreduce.c` for
     /// `allreduce`, `bcast`, `reduce`; `ulfm_allreduce`, `ulfm_agree` built with the mpicc under
@@ -139,6 +144,12 @@ struct SimBenchJson {
 
 /// Runs the named benchmark.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.out_of_place && !matches!(args.name.as_str(), "allreduce" | "ft-allreduce") {
+        bail!(
+            "--out-of-place applies to bench allreduce and ft-allreduce, not {}; drop it",
+            args.name
+        );
+    }
     match args.name.as_str() {
         "sim" => bench_sim(args),
         "allreduce" => sweep::run(args, sweep::Swept::Allreduce),

@@ -323,6 +323,7 @@ fn ftcoll_row(
     (n, transport, pages): (u32, TransportKind, Pages),
     bytes: u64,
     (iters, warm): (u32, u32),
+    out_of_place: bool,
 ) -> SweepRow {
     let algo = match what {
         Swept::Allreduce => algo,
@@ -337,6 +338,9 @@ fn ftcoll_row(
     }
     if pages == Pages::Base {
         case.rank_args.push("--base-pages".into());
+    }
+    if out_of_place {
+        case.rank_args.push("--out-of-place".into());
     }
     let timed = ftcoll_timings(&case, n, iters, warm).and_then(|timings| {
         if timings.iter().any(|t| t.len() != iters as usize) {
@@ -353,7 +357,8 @@ fn ftcoll_row(
         Ok(times) => SweepRow::timed(what, "ftcoll", n, bytes, times),
         Err(error) => SweepRow::failed(what, "ftcoll", n, bytes, error.to_string()),
     };
-    row.algo = Some(algo.unwrap_or("pick").to_string());
+    let placement = if out_of_place { " out of place" } else { "" };
+    row.algo = Some(format!("{}{placement}", algo.unwrap_or("pick")));
     row
 }
 
@@ -425,6 +430,7 @@ pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
     } else {
         Pages::Huge
     };
+
     let dir = tempdir()?;
     let libraries = mpi_binaries(args, &dir);
     let libraries = match libraries {
@@ -441,7 +447,15 @@ pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
             let warm = args.warmup.min(iters / 10 + 2);
             eprintln!("n = {n}, {b} bytes: ftcoll ({iters} operations)");
             let shape = (n, transport, pages);
-            rows.push(ftcoll_row(what, forced, shape, b, (iters, warm)));
+            let timing = (iters, warm);
+            rows.push(ftcoll_row(
+                what,
+                forced,
+                shape,
+                b,
+                timing,
+                args.out_of_place,
+            ));
             for (lib, binary) in &libraries {
                 eprintln!("n = {n}, {b} bytes: {}", lib.name);
                 rows.push(mpi_row(what, (lib, binary), shape, b, (iters, warm)));

@@ -21,6 +21,9 @@ use ftcoll_runtime::transport::huge_pages;
 
 use super::hooks::BuiltinJobHooks;
 
+mod bench;
+use bench::{bench, bench_failure, FaultOpRun};
+
 /// Flags of the hidden `__rank` subcommand the launcher starts.
 #[derive(Debug, Args, Clone)]
 pub struct RankArgs {
@@ -127,6 +130,10 @@ pub struct RankArgs {
     /// --base-pages`).
     #[arg(long)]
     pub base_pages: bool,
+    /// Ring, ft-ring and the library's pick reduce the input into a second vector, as
+    /// `MPI_Allreduce(in, out)` does (the launcher's `--out-of-place`).
+    #[arg(long)]
+    pub out_of_place: bool,
     /// Console-paced: wait for the launcher's go before each operation, and draw fresh inputs
     /// for each (operation K from the seed of `live::op_seed`).
     #[arg(long)]
@@ -172,6 +179,24 @@ macro_rules! on_slice {
             Values::U32($s) => $call,
             Values::U64($s) => $call,
             Values::RankIds(_) => Err(CommError::Config("rank-id sets are not user data".into())),
+        }
+    };
+}
+
+/// Runs `$call` with `$i` and `$o` bound to the slices inside two numeric [`Values`] of one
+/// type (the job's input and output).
+macro_rules! on_pair {
+    ($input:expr, $output:expr, $i:ident, $o:ident => $call:expr) => {
+        match ($input, $output) {
+            (Values::F64($i), Values::F64($o)) => $call,
+            (Values::F32($i), Values::F32($o)) => $call,
+            (Values::I32($i), Values::I32($o)) => $call,
+            (Values::I64($i), Values::I64($o)) => $call,
+            (Values::U32($i), Values::U32($o)) => $call,
+            (Values::U64($i), Values::U64($o)) => $call,
+            _ => Err(CommError::Config(
+                "the job's input and output vectors differ in type".into(),
+            )),
         }
     };
 }
@@ -303,21 +328,47 @@ impl Collective {
     fn run_timed(
         self,
         comm: &mut Communicator,
+        from: Option<&Values>,
         data: &mut Values,
         op: ReduceOp,
     ) -> Result<(), CommError> {
-        let result = match self {
-            Collective::Rdb => on_slice!(data, s => comm.allreduce_rdb(s, op)),
-            Collective::Direct => on_slice!(data, s => comm.allreduce_direct(s, op)),
-            Collective::Ring => on_slice!(data, s => comm.allreduce_ring(s, op)),
-            Collective::Pick => on_slice!(data, s => comm.allreduce(s, op)),
-            other => return other.run(comm, data, op, None).map(|_| ()),
+        let result = match (self, from) {
+            (Collective::Rdb, None) => on_slice!(data, s => comm.allreduce_rdb(s, op)),
+            (Collective::Direct, None) => on_slice!(data, s => comm.allreduce_direct(s, op)),
+            (Collective::Ring, None) => on_slice!(data, s => comm.allreduce_ring(s, op)),
+            (Collective::Pick, None) => on_slice!(data, s => comm.allreduce(s, op)),
+            (other, from) => return other.run_from(comm, from, data, op).map(|_| ()),
         };
         // Not `result.map(..)`: that moves the outcome into the closure, the copy this avoids.
         match result {
             Ok(_) => Ok(()),
             Err(error) => Err(error),
         }
+    }
+
+    /// [`Collective::run`] into `data` from `from` where the job is out of place
+    /// (`--out-of-place`): ring, ft-ring and the library's pick have an out-of-place form;
+    /// any other collective gets the input copied into `data` first.
+    fn run_from(
+        self,
+        comm: &mut Communicator,
+        from: Option<&Values>,
+        data: &mut Values,
+        op: ReduceOp,
+    ) -> Result<(Outcome, bool), CommError> {
+        let Some(input) = from else {
+            return self.run(comm, data, op, None);
+        };
+        let outcome = match self {
+            Collective::Ring => on_pair!(input, data, i, o => comm.allreduce_ring_into(i, o, op)),
+            Collective::FtRing => on_pair!(input, data, i, o => comm.ft_allreduce_into(i, o, op)),
+            Collective::Pick => on_pair!(input, data, i, o => comm.allreduce_into(i, o, op)),
+            other => {
+                data.copy_from(input.as_ref());
+                return other.run(comm, data, op, None);
+            }
+        };
+        Ok((outcome?, true))
     }
 
     /// [`Collective::run`], and for an agreement also the digest of the agreed set in
@@ -502,20 +553,21 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             return bench_failure(comm, warmup, args.ops);
         }
         if args.bench_fault_op {
-            let Values::F64(mine) = &mine else {
+            if !matches!(mine, Values::F64(_)) {
                 return Err(CommError::Config(
                     "fault benchmarks run on f64 vectors".into(),
                 ));
-            };
+            }
             let run = FaultOpRun {
                 collective,
-                input: mine,
+                input: &mine,
                 op,
                 warmup,
                 ops: args.ops,
                 recovery: args.bench_recovery,
                 victims_lag: args.bench_victims_lag,
                 base_pages: args.base_pages,
+                out_of_place: args.out_of_place,
             };
             return run.bench(comm);
         }
@@ -525,24 +577,35 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
             &mine,
             op,
             (warmup, args.ops),
-            args.base_pages,
+            (args.base_pages, args.out_of_place),
         );
     }
-    // One vector for every operation, its input written in again before each.
+    // One vector for every operation: in place, its input written in again before each; out
+    // of place, the output of each (the input is `input`, fresh for each under the console).
     let mut data = hinted(&mine, args.base_pages);
+    let mut input = mine;
     for index in 0..args.ops {
         if args.paced && !comm.wait_for_go(index)? {
             break;
         }
-        if args.paced && index > 0 && args.algo != Algorithm::EraAgree {
-            data = typed_inputs(args, comm.rank(), super::op_seed(args.seed, index));
-        } else {
-            data.copy_from(mine.as_ref());
+        let fresh = args.paced && index > 0 && args.algo != Algorithm::EraAgree;
+        match (fresh, args.out_of_place) {
+            (true, true) => {
+                input = typed_inputs(args, comm.rank(), super::op_seed(args.seed, index))
+            }
+            (true, false) => {
+                data = typed_inputs(args, comm.rank(), super::op_seed(args.seed, index))
+            }
+            (false, true) => {}
+            (false, false) => data.copy_from(input.as_ref()),
         }
         let started = Instant::now();
         let mut agreed_set = None;
-        let result =
-            collective.run_reporting(&mut comm, &mut data, op, gossip.as_ref(), &mut agreed_set);
+        let result = if args.out_of_place {
+            collective.run_from(&mut comm, Some(&input), &mut data, op)
+        } else {
+            collective.run_reporting(&mut comm, &mut data, op, gossip.as_ref(), &mut agreed_set)
+        };
         let nanos = started.elapsed().as_nanos() as u64;
         let (ok, messages, has_value) = match &result {
             Ok((outcome, has_value)) => (true, outcome.messages, *has_value),
@@ -581,178 +644,6 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
         }
     }
     comm.finish()
-}
-
-/// The benchmark loop: per-operation times kept locally and reported once.
-fn bench(
-    mut comm: Communicator,
-    collective: Collective,
-    input: &Values,
-    op: ReduceOp,
-    (warmup, ops): (u64, u64),
-    base_pages: bool,
-) -> Result<(), CommError> {
-    let mut data = hinted(input, base_pages);
-    for _ in 0..warmup {
-        data.copy_from(input.as_ref());
-        collective.run(&mut comm, &mut data, op, None)?;
-    }
-    let mut nanos = Vec::with_capacity(ops as usize);
-    for _ in 0..ops {
-        data.copy_from(input.as_ref());
-        let started = Instant::now();
-        collective.run_timed(&mut comm, &mut data, op)?;
-        nanos.push(started.elapsed().as_nanos() as u64);
-    }
-    comm.report_timings(nanos)?;
-    comm.finish()
-}
-
-/// More stabilizing agreements than this means the failed set never settles; give up.
-const MAX_STABILIZING: u64 = 1000;
-
-/// 002 Fig. 3 on this rank: warm-up agreements; then (the victims die at the next operation's
-/// start) the detecting agreement, acknowledge-and-agree until no failure is unacknowledged,
-/// one untimed agreement to line the survivors up, and `ops` timed post-failure agreements on
-/// the same communicator. Reports `[detect, stabilizing total, stabilizing count, post...]`
-/// in nanoseconds.
-fn bench_failure(mut comm: Communicator, warmup: u64, ops: u64) -> Result<(), CommError> {
-    let all = [u64::MAX];
-    for _ in 0..warmup {
-        comm.agree_with(&all, ReduceOp::BitAnd)?;
-    }
-    let started = Instant::now();
-    let mut agreed = comm.agree_with(&all, ReduceOp::BitAnd)?;
-    let detect = started.elapsed().as_nanos() as u64;
-    let mut stabilizing = 0u64;
-    let mut count = 0u64;
-    while !agreed.unacknowledged.is_empty() {
-        if count == MAX_STABILIZING {
-            return Err(CommError::Config(format!(
-                "no stable failed set after {MAX_STABILIZING} agreements"
-            )));
-        }
-        comm.ack_failed();
-        let started = Instant::now();
-        agreed = comm.agree_with(&all, ReduceOp::BitAnd)?;
-        stabilizing += started.elapsed().as_nanos() as u64;
-        count += 1;
-    }
-    comm.agree_with(&all, ReduceOp::BitAnd)?;
-    let mut nanos = Vec::with_capacity(ops as usize + 3);
-    nanos.extend([detect, stabilizing, count]);
-    for _ in 0..ops {
-        let started = Instant::now();
-        let agreed = comm.agree_with(&all, ReduceOp::BitAnd)?;
-        nanos.push(started.elapsed().as_nanos() as u64);
-        if agreed.words != all || !agreed.unacknowledged.is_empty() {
-            return Err(CommError::Config(
-                "a post-failure agreement decided a wrong value or a new failure".into(),
-            ));
-        }
-    }
-    comm.report_timings(nanos)?;
-    comm.finish()
-}
-
-/// One benchmark of a collective that meets a fault (see `--bench-fault-op`).
-struct FaultOpRun<'a> {
-    collective: Collective,
-    input: &'a [f64],
-    op: ReduceOp,
-    warmup: u64,
-    ops: u64,
-    recovery: bool,
-    /// See `--bench-victims-lag`.
-    victims_lag: bool,
-    /// See `--base-pages`.
-    base_pages: bool,
-}
-
-/// How long a rank scripted to die during an operation waits for the kill after it.
-const VICTIM_WAITS_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// How long a victim waits, after the line-up, before it enters the faulty operation: far
-/// longer than the survivors take to return from the line-up agreement and start it.
-const VICTIMS_LAG: std::time::Duration = std::time::Duration::from_millis(10);
-
-impl FaultOpRun<'_> {
-    /// Reports `[the faulty operation, the later ones...]` in nanoseconds.
-    fn bench(&self, mut comm: Communicator) -> Result<(), CommError> {
-        let mut data = Values::F64(if self.base_pages {
-            self.input.to_vec()
-        } else {
-            huge_pages::copy_of(self.input)
-        });
-        for _ in 0..self.warmup {
-            data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
-            self.collective.run(&mut comm, &mut data, self.op, None)?;
-        }
-        // Line every rank up before the faulty operation (it counts as one operation, so the
-        // victims die at the next): a rank still finishing the warm-up must not meet the
-        // failure, or a peer's revoke, there.
-        match comm.agree(u64::MAX) {
-            Ok(_) | Err(CommError::UnacknowledgedFailure { .. }) => {}
-            Err(error) => return Err(error),
-        }
-        // A survivor that started the operation after the launcher's notice of a death would
-        // leave the dead rank out from the start, and time an operation without a fault.
-        if self.victims_lag && comm.dies_at_next_op() {
-            std::thread::sleep(VICTIMS_LAG);
-        }
-        data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
-        let started = Instant::now();
-        let victim = comm.dies_during_next_op();
-        self.call(&mut comm, &mut data)?;
-        if victim {
-            // The kill comes some time into the operation; if the operation was quicker, wait
-            // for it here rather than go on and report as a survivor.
-            std::thread::sleep(VICTIM_WAITS_AT_MOST);
-            return Err(CommError::Config(
-                "the scripted kill during the operation never came".into(),
-            ));
-        }
-        let mut nanos = Vec::with_capacity(self.ops as usize + 1);
-        nanos.push(started.elapsed().as_nanos() as u64);
-        for _ in 0..self.ops {
-            data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
-            let started = Instant::now();
-            self.call(&mut comm, &mut data)?;
-            nanos.push(started.elapsed().as_nanos() as u64);
-        }
-        comm.report_timings(nanos)?;
-        comm.finish()
-    }
-
-    /// One call; with `recovery`, the way a ULFM application makes one: the collective, an
-    /// agreement on whether it succeeded everywhere (a rank may hold its result while another
-    /// failed, or a rank may die after it), and if not, revoke, acknowledge, shrink and the
-    /// collective again on the survivors.
-    fn call(&self, comm: &mut Communicator, data: &mut Values) -> Result<(), CommError> {
-        let ran = match self.collective.run(comm, data, self.op, None) {
-            Ok(_) => true,
-            // A rank sees the failure itself, or the revoke of a rank that saw it first.
-            Err(CommError::PeerFailed { .. } | CommError::Revoked) if self.recovery => false,
-            Err(other) => return Err(other),
-        };
-        if !self.recovery {
-            return Ok(());
-        }
-        let everywhere = match comm.agree(u64::from(ran)) {
-            Ok(flag) => flag == 1,
-            Err(CommError::UnacknowledgedFailure { .. }) => false,
-            Err(error) => return Err(error),
-        };
-        if !everywhere {
-            comm.revoke()?;
-            comm.ack_failed();
-            let members = comm.shrink()?;
-            tracing::debug!(members = members.len(), "shrunk; retrying");
-            data.copy_from(ftcoll_algos::ValuesRef::F64(self.input));
-            self.collective.run(comm, data, self.op, None)?;
-        }
-        Ok(())
-    }
 }
 
 /// The gossip options of a rank, when the job is a gossip reduction.

@@ -365,6 +365,7 @@ fn builtin_spec(
                 .then(|| "--ftco-fixed-timeout".to_string()),
         )
         .chain(console.then(|| "--paced".to_string()))
+        .chain(args.out_of_place.then(|| "--out-of-place".to_string()))
         .chain(gossip_rank_args(args))
         .collect(),
         builtin: true,

@@ -9,6 +9,7 @@ use ftcoll_algos::{Algorithm, Duration, Rank, ReduceOp, ValuesRef};
 use super::collectives::Outcome;
 use super::run::Slack;
 use super::single_copy::SingleCopyRing;
+use super::typed::same_len;
 use super::{CommError, Communicator};
 
 impl Communicator {
@@ -49,12 +50,7 @@ impl Communicator {
         output: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
-        if input.len() != output.len() {
-            return Err(CommError::Shape {
-                expected: output.len(),
-                got: input.len(),
-            });
-        }
+        same_len(input, output)?;
         let config = self.ft_ring_config::<T>(op)?;
         if self.single_copy_for(std::mem::size_of_val(input)) {
             return self.ft_allreduce_single_copy(Some(input), output, config);

@@ -25,18 +25,30 @@ impl Communicator {
         output: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
-        if input.len() != output.len() {
-            return Err(CommError::Shape {
-                expected: output.len(),
-                got: input.len(),
-            });
-        }
+        same_len(input, output)?;
         let bytes = std::mem::size_of_val(input);
         if self.allreduce_pick(bytes) == AllreducePick::Ring && self.single_copy_for(bytes) {
             return self.allreduce_single_copy(Some(input), output, op);
         }
         output.copy_from_slice(input);
         self.allreduce(output, op)
+    }
+
+    /// [`Communicator::allreduce_ring`] of `input` into `output` (the same length), leaving
+    /// `input` as it is: on shared memory from the single-copy threshold on, in the same pass
+    /// as the in-place call; elsewhere `input` is copied into `output` first.
+    pub fn allreduce_ring_into<T: Element>(
+        &mut self,
+        input: &[T],
+        output: &mut [T],
+        op: ReduceOp,
+    ) -> Result<Outcome, CommError> {
+        same_len(input, output)?;
+        if self.single_copy_for(std::mem::size_of_val(input)) {
+            return self.allreduce_single_copy(Some(input), output, op);
+        }
+        output.copy_from_slice(input);
+        self.allreduce_ring(output, op)
     }
 
     /// Reduce-scatter of equal blocks: `input` is N blocks of `output.len()` elements; rank r
@@ -175,5 +187,17 @@ impl Communicator {
             self.endpoint().linger(self.ops, Box::new(protocol));
         }
         Ok(outcome)
+    }
+}
+
+/// An out-of-place call's buffers must have one length: the output's is the one expected.
+pub(super) fn same_len<T>(input: &[T], output: &[T]) -> Result<(), CommError> {
+    if input.len() == output.len() {
+        Ok(())
+    } else {
+        Err(CommError::Shape {
+            expected: output.len(),
+            got: input.len(),
+        })
     }
 }
