@@ -187,3 +187,32 @@ fn bench_ft_allreduce_measures_every_ftcoll_figure() {
     }
     assert!(row["ulfm_crash_us"].is_null(), "{row}");
 }
+
+/// Pinned ranks (the launcher's default) take their cores again by their places among the
+/// survivors: with three ranks on two cores, rank 2 shares core 0 with rank 0 until rank 1 dies,
+/// then moves to the core rank 1 freed, so the retries run on both cores.
+#[test]
+fn survivors_move_to_the_cores_the_dead_freed() {
+    let _job = common::serialize();
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    if cores < 2 || std::env::var_os("FTCOLL_BIND").is_some() {
+        eprintln!("skipped: needs two cores and the launcher's own pinning");
+        return;
+    }
+    let out = common::launcher()
+        .env("FTCOLL_LOG", "info")
+        .args([
+            "-n", "3", "--algo", "ft-ring", "--input", "int", "--ops", "20",
+        ])
+        .args(["--no-tui", "--fault", "kill:rank=1,op=2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let moved: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("moved to another core"))
+        .collect();
+    assert_eq!(moved.len(), 1, "{stderr}");
+    assert!(moved[0].contains("rank=2"), "{stderr}");
+}

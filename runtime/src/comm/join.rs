@@ -103,9 +103,6 @@ impl Communicator {
         // Cores this process may use, read before pinning narrows the mask to one.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let placement = Placement::of(env.ranks_per_node.min(env.size), cores);
-        if std::env::var("FTCOLL_BIND").is_ok_and(|v| v == "core") {
-            bind_to_core(env.rank);
-        }
         let start_delay = faults.start_delay();
         let max_frame = transport.max_frame_bytes();
         // Single-copy reads need every rank's consent under Yama, given before any peer reads.
@@ -115,7 +112,10 @@ impl Communicator {
         if single_copy {
             crate::transport::shm::cross_memory::offer_memory();
         }
-        let endpoint = Endpoint::new(transport, Arc::clone(&control), Rank(env.rank), faults);
+        let mut endpoint = Endpoint::new(transport, Arc::clone(&control), Rank(env.rank), faults);
+        if std::env::var("FTCOLL_BIND").is_ok_and(|v| v == "core") {
+            endpoint.pin_to_core(env.ranks_per_node.min(env.size));
+        }
         if !start_delay.is_zero() {
             std::thread::sleep(start_delay);
         }
@@ -156,29 +156,6 @@ impl Communicator {
         // before it calls its first one.
         comm.install_era(&[])?;
         Ok(comm)
-    }
-}
-
-/// Pins this process to one of the cores it may run on (its affinity mask, which `taskset` or
-/// a batch system's cpuset may have narrowed), chosen by rank.
-fn bind_to_core(rank: u32) {
-    let allowed = match rustix::thread::sched_getaffinity(None) {
-        Ok(set) => set,
-        Err(error) => {
-            tracing::warn!(%error, "cannot read the cores this rank may use; running unbound");
-            return;
-        }
-    };
-    let cores: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
-        .filter(|&cpu| allowed.is_set(cpu))
-        .collect();
-    let Some(&core) = cores.get(rank as usize % cores.len().max(1)) else {
-        return;
-    };
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(core);
-    if let Err(error) = rustix::thread::sched_setaffinity(None, &set) {
-        tracing::warn!(%error, core, "cannot bind to a core; running unbound");
     }
 }
 

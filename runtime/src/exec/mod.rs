@@ -31,6 +31,7 @@ mod between;
 mod held;
 mod lingering;
 mod operation;
+pub mod pinning;
 mod receive;
 mod send;
 mod services;
@@ -92,6 +93,8 @@ pub struct Endpoint<T: Transport> {
     /// The last time read from the clock, handed to protocols that ignore time.
     last_now: std::cell::Cell<Time>,
     failed: BTreeSet<u32>,
+    /// Where this rank is pinned, when it is: a death on its node moves it (see [`pinning`]).
+    pinning: Option<pinning::CorePinning>,
     faults: RankFaults,
     /// What the operation and the lingering ones queue, addressed by member index (services
     /// have their own, in world ranks).
@@ -161,6 +164,7 @@ impl<T: Transport> Endpoint<T> {
             epoch: Instant::now(),
             last_now: std::cell::Cell::new(Time::ZERO),
             failed: BTreeSet::new(),
+            pinning: None,
             faults,
             outbox: Outbox::new(),
             held: HeldFrames::default(),
@@ -265,7 +269,16 @@ impl<T: Transport> Endpoint<T> {
         }
         self.transport.peer_failed(Rank(rank));
         self.services.peer_failed(rank);
+        if let Some(pinning) = self.pinning.as_mut() {
+            pinning.repin(self.me.0, &self.failed);
+        }
         true
+    }
+
+    /// Pins this rank to its core (`FTCOLL_BIND=core`), and from now on moves it when ranks of
+    /// its node die.
+    pub fn pin_to_core(&mut self, ranks_per_node: u32) {
+        self.pinning = pinning::CorePinning::bind(self.me.0, ranks_per_node);
     }
 
     /// Learns the ranks of an agreement's decided failed set (see `learn_failed`) between
