@@ -115,15 +115,15 @@ fn ranks_that_pass_different_vectors_all_get_the_typed_error_and_go_on() {
         // 8,191 doubles take recursive doubling, 8,192 the (single-copy) ring: ranks that
         // run different algorithms must still tell each other the shapes differ.
         ("3", "8191", "1", "length", "pick"),
-        // The same across the single copy's threshold (2 MiB: 262,144 doubles), and two
+        // The same across the single copy's threshold (1 MiB: 131,072 doubles), and two
         // types where every rank reads its neighbour's vector.
-        ("3", "262143", "2", "length", "pick"),
+        ("3", "131071", "2", "length", "pick"),
         ("3", "300000", "0", "type", "pick"),
         ("3", "100000", "0", "type", "pick"),
         ("5", "10", "2", "length", "pick"),
         ("4", "300000", "1", "length", "ft"),
         // The fault-tolerant ring across the single copy's threshold, and with two types.
-        ("3", "262143", "2", "length", "ft"),
+        ("3", "131071", "2", "length", "ft"),
         ("3", "300000", "0", "type", "ft"),
         ("3", "1000", "2", "type", "ft"),
     ] {
@@ -208,7 +208,7 @@ fn reduce_scatter_allgather_and_the_out_of_place_allreduce_are_exact() {
     for (n, len, lanes) in [
         ("3", "50000", "65536"),
         ("4", "7", "65536"),
-        // From 2 MiB: the single-copy ring, out of place (plain and fault-tolerant).
+        // From 1 MiB: the single-copy ring, out of place (plain and fault-tolerant).
         ("2", "300000", ""),
         ("3", "300000", ""),
     ] {

@@ -28,7 +28,7 @@
 //! | `FTCOLL_SEGMENT_BYTES` | largest segment of a user vector one frame carries, in bytes (default: what the transport's frames hold) |
 //! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default 65536) |
 //! | `FTCOLL_SINGLE_COPY` | `auto` (default) or `off`: on shared memory, the ring allreduce reads each block straight from the neighbour's vector (`process_vm_readv`) where the kernel allows it; `off` moves blocks through the shared segment |
-//! | `FTCOLL_SINGLE_COPY_MIN_BYTES` | vectors from this many bytes on take the single-copy ring (default 2 MiB) |
+//! | `FTCOLL_SINGLE_COPY_MIN_BYTES` | vectors from this many bytes on take the single-copy ring (default 1 MiB) |
 //! | `FTCOLL_SEGMENT_WINDOW` | segments a rank starts before the first completes (default 8) |
 //! | `FTCOLL_BIND` | `core`: pin each rank to the (`rank` mod k)-th of the k cores it may run on (the launcher sets it unless it is set; `none` keeps ranks free) |
 //! | `FTCOLL_SHM_LANE_BYTES` | (launcher) ring bytes per shared-memory lane (a power of two, at least 256) |

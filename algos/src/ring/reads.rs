@@ -32,14 +32,19 @@ use std::ops::Range;
 use crate::rank::Rank;
 
 /// Vectors from this many bytes on take the single-copy ring where ranks can read each
-/// other's memory; below, blocks travel through the shared segment. Measured on the 2-core
-/// development VM (`bench allreduce`, both paths in turn, two runs each): at 256 KiB the
-/// copying ring took 17-18 µs at n = 2 against 24-25 (75 against 101-114 at n = 4), the two
-/// were even at 1 MiB, and from 2 MiB on the single copy was ahead (n = 4: 623-639 µs against
-/// 781-796; 4 MiB at n = 2: 342-345 against 910-917). Copying a block through a lane costs two
-/// passes from cache, while a cross-memory read pays per page it pins (about 0.3 µs per 4 KiB
-/// page here): the single copy wins once the vectors outgrow the caches.
-pub const SINGLE_COPY_MIN_BYTES: usize = 2 << 20;
+/// other's memory; below, blocks travel through the shared segment. Copying a block through a
+/// lane costs two passes from cache, while a cross-memory read pays per page it pins (about
+/// 0.3 µs per 4 KiB page): the single copy wins once the vectors outgrow the caches, and where
+/// that happens depends on the machine. `bench allreduce`, both paths in turn:
+/// - a 2-core VM with 20-21 GB/s of `memcpy`: at 256 KiB the copying ring took 17-18 µs at
+///   n = 2 against 24-25 (75 against 101-114 at n = 4), the two were even at 1 MiB, and from
+///   2 MiB on the single copy was ahead (4 MiB at n = 2: 342-345 µs against 910-917);
+/// - a 2-core VM with 11.7 GB/s: the single copy was ahead from 256 KiB on (n = 2: 43 µs
+///   against 56; 1 MiB: 159 against 315; n = 4, 1 MiB: 722 against 1,219).
+///
+/// 1 MiB loses nothing on the first and halves the time on the second; below it, the first
+/// machine's caches favour the lanes. `FTCOLL_SINGLE_COPY_MIN_BYTES` sets it per job.
+pub const SINGLE_COPY_MIN_BYTES: usize = 1 << 20;
 
 /// Message kind of a Ready notice (the ring's own frames are kinds 1 and 2): the step count in
 /// the header, the sender's region in the payload.
