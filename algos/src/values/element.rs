@@ -143,8 +143,10 @@ macro_rules! int_kernel {
     };
 }
 
-macro_rules! float_element {
-    ($t:ty, $variant:ident) => {
+/// The [`Element`] impl of `$t`, its kernels from `$kernel` ([`float_kernel`] or
+/// [`int_kernel`]).
+macro_rules! element {
+    ($t:ty, $variant:ident, $kernel:ident) => {
         impl Element for $t {
             const DTYPE: Dtype = Dtype::$variant;
 
@@ -161,7 +163,7 @@ macro_rules! float_element {
 
             fn combine(acc: &mut [Self], other: &[Self], op: ReduceOp) -> Result<(), ValuesError> {
                 same_len(acc.len(), other.len())?;
-                float_kernel!($t, op, |f| zip_apply(acc, other, f));
+                $kernel!($t, op, |f| zip_apply(acc, other, f));
                 Ok(())
             }
 
@@ -173,7 +175,7 @@ macro_rules! float_element {
             ) -> Result<(), ValuesError> {
                 same_len(acc.len(), other.len())?;
                 same_len(out.len(), acc.len())?;
-                float_kernel!($t, op, |f| zip_apply_into(out, acc, other, f));
+                $kernel!($t, op, |f| zip_apply_into(out, acc, other, f));
                 Ok(())
             }
 
@@ -181,6 +183,13 @@ macro_rules! float_element {
                 x as $t
             }
         }
+    };
+}
+
+/// [`element`] for a float type, and its [`Float`] impl.
+macro_rules! float_element {
+    ($t:ty, $variant:ident) => {
+        element!($t, $variant, float_kernel);
 
         impl Float for $t {
             fn min_of(self, other: Self) -> Self {
@@ -193,53 +202,12 @@ macro_rules! float_element {
     };
 }
 
-macro_rules! int_element {
-    ($t:ty, $variant:ident) => {
-        impl Element for $t {
-            const DTYPE: Dtype = Dtype::$variant;
-
-            fn view(slice: &[Self]) -> ValuesRef<'_> {
-                ValuesRef::$variant(slice)
-            }
-
-            fn cast(values: ValuesRef<'_>) -> Option<&[Self]> {
-                match values {
-                    ValuesRef::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-
-            fn combine(acc: &mut [Self], other: &[Self], op: ReduceOp) -> Result<(), ValuesError> {
-                same_len(acc.len(), other.len())?;
-                int_kernel!($t, op, |f| zip_apply(acc, other, f));
-                Ok(())
-            }
-
-            fn combine_into(
-                out: &mut [Self],
-                acc: &[Self],
-                other: &[Self],
-                op: ReduceOp,
-            ) -> Result<(), ValuesError> {
-                same_len(acc.len(), other.len())?;
-                same_len(out.len(), acc.len())?;
-                int_kernel!($t, op, |f| zip_apply_into(out, acc, other, f));
-                Ok(())
-            }
-
-            fn from_f64(x: f64) -> Self {
-                x as $t
-            }
-        }
-    };
-}
-
 float_element!(f64, F64);
 float_element!(f32, F32);
-int_element!(i32, I32);
-int_element!(i64, I64);
-int_element!(u32, U32);
-int_element!(u64, U64);
+element!(i32, I32, int_kernel);
+element!(i64, I64, int_kernel);
+element!(u32, U32, int_kernel);
+element!(u64, U64, int_kernel);
 
 /// Flips bit `bit` of element `elem` with `flip`; false when either does not exist.
 pub(super) fn flip_in<T: Copy>(v: &mut [T], elem: usize, bit: u32, flip: fn(T, u32) -> T) -> bool {

@@ -1,5 +1,17 @@
 use super::*;
 
+/// Every operator a numeric vector may name (each applies to some types).
+const NUMERIC_OPS: [ReduceOp; 8] = [
+    ReduceOp::Sum,
+    ReduceOp::Average,
+    ReduceOp::Prod,
+    ReduceOp::Min,
+    ReduceOp::Max,
+    ReduceOp::BitAnd,
+    ReduceOp::BitOr,
+    ReduceOp::BitXor,
+];
+
 #[test]
 fn float_ops() {
     let mut v = Values::F64(vec![1.0, 5.0]);
@@ -87,18 +99,8 @@ fn integer_types_reduce_with_every_integer_operator() {
 
 #[test]
 fn operators_apply_where_combine_accepts_them() {
-    let ops = [
-        ReduceOp::Sum,
-        ReduceOp::Average,
-        ReduceOp::Prod,
-        ReduceOp::Min,
-        ReduceOp::Max,
-        ReduceOp::BitAnd,
-        ReduceOp::BitOr,
-        ReduceOp::BitXor,
-    ];
     for dtype in Dtype::NUMERIC {
-        for op in ops {
+        for op in NUMERIC_OPS {
             let mut acc = dtype.zeros(3);
             let other = dtype.zeros(3);
             let accepted = acc.combine(op, other.as_ref()).is_ok();
@@ -152,17 +154,7 @@ fn digests_tell_type_length_and_every_bit_apart() {
 /// for one element type, every operator it takes, on drawn values (NaNs and infinities
 /// included for floats: compared bit for bit).
 fn combine_into_matches_copy_then_combine<T: Element>(acc: &[T], other: &[T]) {
-    let ops = [
-        ReduceOp::Sum,
-        ReduceOp::Average,
-        ReduceOp::Prod,
-        ReduceOp::Min,
-        ReduceOp::Max,
-        ReduceOp::BitAnd,
-        ReduceOp::BitOr,
-        ReduceOp::BitXor,
-    ];
-    for op in ops {
+    for op in NUMERIC_OPS {
         let mut expected = acc.to_vec();
         let mut out = vec![T::zeroed(); acc.len()];
         let twice = T::combine(&mut expected, other, op);

@@ -25,13 +25,8 @@ impl Communicator {
         output: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
-        same_len(input, output)?;
-        let bytes = std::mem::size_of_val(input);
-        if self.allreduce_pick(bytes) == AllreducePick::Ring && self.single_copy_for(bytes) {
-            return self.allreduce_single_copy(Some(input), output, op);
-        }
-        output.copy_from_slice(input);
-        self.allreduce(output, op)
+        let ring = self.allreduce_pick(std::mem::size_of_val(input)) == AllreducePick::Ring;
+        self.reduce_into(input, output, (op, ring), Self::allreduce)
     }
 
     /// [`Communicator::allreduce_ring`] of `input` into `output` (the same length), leaving
@@ -43,12 +38,25 @@ impl Communicator {
         output: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
+        self.reduce_into(input, output, (op, true), Self::allreduce_ring)
+    }
+
+    /// An out-of-place allreduce: the single-copy ring reading `input` where the call runs the
+    /// `ring` and the transport allows it; elsewhere `input` copied into `output` and
+    /// `in_place` run over it.
+    fn reduce_into<T: Element>(
+        &mut self,
+        input: &[T],
+        output: &mut [T],
+        (op, ring): (ReduceOp, bool),
+        in_place: fn(&mut Self, &mut [T], ReduceOp) -> Result<Outcome, CommError>,
+    ) -> Result<Outcome, CommError> {
         same_len(input, output)?;
-        if self.single_copy_for(std::mem::size_of_val(input)) {
+        if ring && self.single_copy_for(std::mem::size_of_val(input)) {
             return self.allreduce_single_copy(Some(input), output, op);
         }
         output.copy_from_slice(input);
-        self.allreduce_ring(output, op)
+        in_place(self, output, op)
     }
 
     /// Reduce-scatter of equal blocks: `input` is N blocks of `output.len()` elements; rank r
