@@ -223,6 +223,18 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
         (&["--sim", "-n", "abc"], "invalid value"),
         (&["--sim", "--warp-drive"], "unexpected argument"),
         (&["--sim", "--len", "0"], "--len"),
+        (
+            &["-n", "2", "--algo", "rdb", "--out-of-place"],
+            "--out-of-place applies to --algo ring and ft-ring",
+        ),
+        (
+            &["--sim", "--algo", "ft-ring", "--out-of-place"],
+            "--out-of-place applies to real runs only",
+        ),
+        (
+            &["bench", "corrected", "--out-of-place"],
+            "--out-of-place applies to bench allreduce and ft-allreduce",
+        ),
     ];
     for (args, needle) in cases {
         let out = launch(args);
