@@ -19,6 +19,7 @@ use crate::time::{Duration, Time};
 use crate::values::{finish_estimate, Dtype, Values, ValuesRef};
 use crate::wire::FrameHeader;
 
+use super::knowledge::PeerKnowledge;
 use super::pieces::{Piece, PieceSet};
 use super::ranges::Contributors;
 use super::view::View;
@@ -55,14 +56,10 @@ struct Peer {
     provisional: bool,
     /// DATA from this peer arrived (Arrived of Alg. 2).
     arrived: bool,
-    /// Contributors this peer sent us, and those we sent it (to send only what it lacks).
-    received: Contributors,
-    sent: Contributors,
+    /// Contributors exchanged with this peer and owed to it (to send only what it lacks).
+    known: PeerKnowledge,
     /// The final result went to this peer.
     result_sent: bool,
-    /// Contributions a peer root sent to a root set without this peer (which replaces a root
-    /// the sender did not know dead): this rank passes them on.
-    relay: Contributors,
     /// ToACK: the sequence number to acknowledge.
     to_ack: Option<u32>,
 }
@@ -341,10 +338,8 @@ impl Ftco {
             last_data_seq: 0,
             provisional: false,
             arrived: false,
-            received: Contributors::new(),
-            sent: Contributors::new(),
+            known: PeerKnowledge::default(),
             result_sent: false,
-            relay: Contributors::new(),
             to_ack: None,
         })
     }
@@ -379,22 +374,11 @@ impl Ftco {
             .all(|&y| self.arrived(y) || self.pieces.cover().contains(y))
     }
 
-    /// Whether `x` may lack some of the contributions we hold. A peer root gets every piece we
-    /// hold with our first DATA, later only what our own subtree adds and what we relay to it:
-    /// the other peers send it their pieces themselves.
+    /// Whether `x` may lack some of the contributions we hold (see [`PeerKnowledge::lacks`]).
     fn needs_subtree(&self, x: u32) -> bool {
-        let cover = self.pieces.cover();
         match self.peers.get(&x) {
-            Some(p) if !p.sent.is_empty() => {
-                let mut known = p.sent.clone();
-                known.union_with(&p.received);
-                if self.at_top {
-                    !self.pieces.own_cover().is_subset_of(&known) || !p.relay.is_subset_of(&known)
-                } else {
-                    !cover.is_subset_of(&known)
-                }
-            }
-            _ => !cover.is_empty(),
+            Some(p) => p.known.lacks(&self.pieces, self.at_top),
+            None => !self.pieces.cover().is_empty(),
         }
     }
 

@@ -52,6 +52,7 @@
 //! names the ranks.
 
 mod engine;
+mod knowledge;
 pub mod options;
 pub mod pieces;
 pub mod ranges;

@@ -45,6 +45,10 @@ struct Held {
 pub(crate) struct PieceSet {
     held: Vec<Held>,
     cover: Contributors,
+    /// The union of the own-subtree pieces' contributors.
+    own_cover: Contributors,
+    /// Counts the changes, so that answers derived from the set can be cached.
+    generation: u64,
 }
 
 impl PieceSet {
@@ -54,14 +58,14 @@ impl PieceSet {
     }
 
     /// The union of the contributor sets of the own-subtree pieces (not from peer roots).
-    pub fn own_cover(&self) -> Contributors {
-        let mut own = Contributors::new();
-        for h in self.held.iter().filter(|h| !h.from_peer) {
-            own.union_with(&h.piece.contributors);
-        }
-        own
+    pub fn own_cover(&self) -> &Contributors {
+        &self.own_cover
     }
 
+    /// Changes with every piece taken in.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
     /// Takes in `piece` (see the module docs).
     pub fn absorb(&mut self, piece: Piece, from_peer: bool) -> Absorbed {
         if piece.contributors.is_empty() || piece.contributors.is_subset_of(&self.cover) {
@@ -81,6 +85,13 @@ impl PieceSet {
         }
         self.cover.union_with(&piece.contributors);
         self.held.push(Held { piece, from_peer });
+        // A peer piece may have replaced own pieces it contains: rebuilt, not extended.
+        let mut own = Contributors::new();
+        for h in self.held.iter().filter(|h| !h.from_peer) {
+            own.union_with(&h.piece.contributors);
+        }
+        self.own_cover = own;
+        self.generation += 1;
         Absorbed::Added
     }
 

@@ -75,22 +75,19 @@ impl Contributors {
 
     /// Whether every rank of `self` is in `other`.
     pub fn is_subset_of(&self, other: &Contributors) -> bool {
-        let mut j = 0;
-        for &(start, end) in &self.ranges {
-            while j < other.ranges.len() && other.ranges[j].1 <= start {
-                j += 1;
-            }
-            match other.ranges.get(j) {
-                Some(&(o_start, o_end)) if o_start <= start && end <= o_end => {}
-                _ => return false,
-            }
-        }
-        true
+        covered_by(&self.ranges, other.ranges.iter().copied())
+    }
+
+    /// Whether every rank of `self` is in `a ∪ b`, without building the union: the engine asks
+    /// this of every peer root at every step, and a top rank has hundreds of them.
+    pub fn is_subset_of_union(&self, a: &Contributors, b: &Contributors) -> bool {
+        covered_by(&self.ranges, Coalesced::new(&a.ranges, &b.ranges))
     }
 
     /// Adds every rank of `other`.
     pub fn union_with(&mut self, other: &Contributors) {
-        if other.is_empty() {
+        // The common case (a piece already counted) needs no new vector.
+        if other.is_subset_of(self) {
             return;
         }
         let mut merged: Vec<(u32, u32)> =
@@ -115,6 +112,17 @@ impl Contributors {
             }
         }
         self.ranges = merged;
+    }
+
+    /// Adds every rank of every set in `others` at once: one sort instead of one merge per set
+    /// (a DATA to a peer root carries hundreds of pieces once many ranks have died).
+    pub fn union_with_all<'a>(&mut self, others: impl IntoIterator<Item = &'a Contributors>) {
+        let mut all = std::mem::take(&mut self.ranges);
+        for other in others {
+            all.extend_from_slice(&other.ranges);
+        }
+        all.sort_unstable();
+        self.ranges = Coalesced::new(&all, &[]).collect();
     }
 
     /// Appends the wire form: the range count, then `start, end` per range.
@@ -152,6 +160,64 @@ impl Contributors {
     }
 }
 
+/// Whether every range of `ranges` lies inside one range of `cover`; both ascending, `cover`
+/// coalesced (no two of its ranges overlap or touch).
+fn covered_by(ranges: &[(u32, u32)], mut cover: impl Iterator<Item = (u32, u32)>) -> bool {
+    let mut current = cover.next();
+    for &(start, end) in ranges {
+        while current.is_some_and(|(_, c_end)| c_end <= start) {
+            current = cover.next();
+        }
+        match current {
+            Some((c_start, c_end)) if c_start <= start && end <= c_end => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The union of two range lists, ascending and coalesced, produced lazily.
+struct Coalesced<'a> {
+    a: &'a [(u32, u32)],
+    b: &'a [(u32, u32)],
+}
+
+impl<'a> Coalesced<'a> {
+    fn new(a: &'a [(u32, u32)], b: &'a [(u32, u32)]) -> Self {
+        Coalesced { a, b }
+    }
+
+    /// The range of either list with the lowest start, taken off its list.
+    fn pop_lowest(&mut self) -> Option<(u32, u32)> {
+        let take_a = match (self.a.first(), self.b.first()) {
+            (Some(x), Some(y)) => x.0 <= y.0,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let list = if take_a { &mut self.a } else { &mut self.b };
+        let (&first, rest) = list.split_first()?;
+        *list = rest;
+        Some(first)
+    }
+}
+
+impl Iterator for Coalesced<'_> {
+    type Item = (u32, u32);
+
+    fn next(&mut self) -> Option<(u32, u32)> {
+        let (start, mut end) = self.pop_lowest()?;
+        // Each step consumes one range of `a` or `b`: bounded by their total length.
+        loop {
+            let touching = |r: Option<&(u32, u32)>| r.is_some_and(|&(s, _)| s <= end);
+            if !touching(self.a.first()) && !touching(self.b.first()) {
+                return Some((start, end));
+            }
+            let (_, next_end) = self.pop_lowest()?;
+            end = end.max(next_end);
+        }
+    }
+}
+
 impl FromIterator<u32> for Contributors {
     fn from_iter<I: IntoIterator<Item = u32>>(iter: I) -> Self {
         let mut set = Contributors::new();
@@ -170,19 +236,30 @@ mod tests {
     proptest! {
         #[test]
         fn set_operations_match_a_bitmap(a in proptest::collection::vec(0u32..64, 0..20),
-                                         b in proptest::collection::vec(0u32..64, 0..20)) {
+                                         b in proptest::collection::vec(0u32..64, 0..20),
+                                         pick in proptest::collection::vec(any::<bool>(), 40),
+                                         extra in proptest::option::of(0u32..64)) {
             let (sa, sb): (Contributors, Contributors) =
                 (a.iter().copied().collect(), b.iter().copied().collect());
             let bits = |v: &[u32]| v.iter().fold(0u64, |m, &r| m | 1 << r);
             let (ba, bb) = (bits(&a), bits(&b));
             prop_assert_eq!(sa.is_disjoint(&sb), ba & bb == 0);
             prop_assert_eq!(sa.is_subset_of(&sb), ba & !bb == 0);
+            // Mostly drawn from a and b, so that both answers occur.
+            let c: Vec<u32> = a.iter().chain(&b).zip(&pick).filter(|(_, &p)| p).map(|(&r, _)| r)
+                .chain(extra).collect();
+            let sc: Contributors = c.iter().copied().collect();
+            let bc = bits(&c);
+            prop_assert_eq!(sc.is_subset_of_union(&sa, &sb), bc & !(ba | bb) == 0);
             prop_assert_eq!(sa.len(), u64::from(ba.count_ones()));
             for r in 0..64 {
                 prop_assert_eq!(sa.contains(r), ba >> r & 1 == 1);
             }
             let mut u = sa.clone();
             u.union_with(&sb);
+            let mut all = Contributors::new();
+            all.union_with_all([&sa, &sb]);
+            prop_assert_eq!(&all, &u);
             let bu = ba | bb;
             prop_assert_eq!(u.len(), u64::from(bu.count_ones()));
             let mut wire = Vec::new();

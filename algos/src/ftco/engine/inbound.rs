@@ -161,7 +161,7 @@ impl Ftco {
                         // may be waiting for this rank. Those it has sent DATA to compute it.
                         self.final_peers = if self.at_top {
                             let has_ours = |x: &u32| {
-                                *x == from || self.peers.get(x).is_some_and(|p| !p.sent.is_empty())
+                                *x == from || self.peers.get(x).is_some_and(|p| p.known.sent_any())
                             };
                             self.up.iter().copied().filter(has_ours).collect()
                         } else {
@@ -187,7 +187,7 @@ impl Ftco {
                         // The sender's own subtree: the piece only it sends.
                         taken.union_with(&contributors);
                     }
-                    self.peer(from).received.union_with(&contributors);
+                    self.peer(from).known.add_received(&contributors);
                 }
                 if let Some(seen_dead) = seen_dead {
                     self.owe_relays(from, &seen_dead, &taken);
@@ -241,7 +241,7 @@ impl Ftco {
             && self
                 .up
                 .iter()
-                .any(|x| self.peers.get(x).is_some_and(|p| !p.sent.is_empty()))
+                .any(|x| self.peers.get(x).is_some_and(|p| p.known.sent_any()))
     }
 
     /// Peer root `from` sent its own piece, `taken`, to the root set it derives from
@@ -280,7 +280,7 @@ impl Ftco {
             .filter(|&y| y != from && !seen_dead.contains(y) && unknown_ancestor(y))
             .collect();
         for y in missed {
-            self.peer(y).relay.union_with(taken);
+            self.peer(y).known.add_relay(taken);
         }
     }
 

@@ -66,9 +66,7 @@ impl Ftco {
         if result {
             peer.result_sent = true;
         } else {
-            for piece in pieces {
-                peer.sent.union_with(&piece.contributors);
-            }
+            peer.known.add_sent(pieces.iter().map(|p| &p.contributors));
         }
         let seq = peer.seq_sent;
         let mut flags = if result {
