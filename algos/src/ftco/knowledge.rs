@@ -37,8 +37,8 @@ impl PeerKnowledge {
     }
 
     /// Records contributions the peer sent us.
-    pub fn add_received(&mut self, contributors: &Contributors) {
-        self.received.union_with(contributors);
+    pub fn add_received<'a>(&mut self, contributors: impl IntoIterator<Item = &'a Contributors>) {
+        self.received.union_with_all(contributors);
         self.lacks_cache.set(None);
     }
 
@@ -104,7 +104,7 @@ mod tests {
                 peer.lacks(&pieces, at_top),
                 "a second piece after a cached answer"
             );
-            peer.add_received(&piece(&[2]).contributors);
+            peer.add_received([&piece(&[2]).contributors]);
             assert!(!peer.lacks(&pieces, at_top), "the peer sent it to us");
             peer.add_relay(&piece(&[5]).contributors);
             assert_eq!(

@@ -87,9 +87,12 @@ impl PieceSet {
         self.held.push(Held { piece, from_peer });
         // A peer piece may have replaced own pieces it contains: rebuilt, not extended.
         let mut own = Contributors::new();
-        for h in self.held.iter().filter(|h| !h.from_peer) {
-            own.union_with(&h.piece.contributors);
-        }
+        own.union_with_all(
+            self.held
+                .iter()
+                .filter(|h| !h.from_peer)
+                .map(|h| &h.piece.contributors),
+        );
         self.own_cover = own;
         self.generation += 1;
         Absorbed::Added
@@ -118,16 +121,21 @@ impl PieceSet {
 /// Combines pieces (disjoint by construction) into one.
 fn combine_all<'a>(pieces: impl Iterator<Item = &'a Piece>, op: ReduceOp) -> Option<Piece> {
     let mut acc: Option<Piece> = None;
+    // The sets are merged once at the end: hundreds of pieces after many deaths.
+    let mut sets = Vec::new();
     for piece in pieces {
         match &mut acc {
             None => acc = Some(piece.clone()),
             Some(sum) => {
-                sum.contributors.union_with(&piece.contributors);
+                sets.push(&piece.contributors);
                 // Shapes were checked when the pieces arrived.
                 let combined = sum.value.combine(op, piece.value.as_ref());
                 debug_assert!(combined.is_ok(), "piece shapes were validated on arrival");
             }
         }
+    }
+    if let Some(sum) = &mut acc {
+        sum.contributors.union_with_all(sets);
     }
     acc
 }

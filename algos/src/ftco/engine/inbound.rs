@@ -179,6 +179,7 @@ impl Ftco {
                 }
                 let descendant = self.view.is_ancestor(self.me, from);
                 let mut taken = Contributors::new();
+                let mut received = Vec::with_capacity(pieces.len());
                 for piece in pieces {
                     let contributors = piece.contributors.clone();
                     if self.pieces.absorb(piece, !descendant) == Absorbed::Conflict {
@@ -187,8 +188,9 @@ impl Ftco {
                         // The sender's own subtree: the piece only it sends.
                         taken.union_with(&contributors);
                     }
-                    self.peer(from).known.add_received(&contributors);
+                    received.push(contributors);
                 }
+                self.peer(from).known.add_received(&received);
                 if let Some(seen_dead) = seen_dead {
                     self.owe_relays(from, &seen_dead, &taken);
                 }
