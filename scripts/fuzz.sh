@@ -46,20 +46,38 @@ done
 # One build for all targets (release, debug assertions and overflow checks, AddressSanitizer).
 (cd fuzz && "${fuzz[@]}" build)
 
-failed=()
-for target in "${targets[@]}"; do
+# Targets run side by side, one per core: each is single-threaded.
+jobs="$(nproc 2>/dev/null || echo 1)"
+
+fuzz_one() {
+  local target="$1" status=0 max_len=4096
   mkdir -p "$work/corpus/$target" "$work/artifacts/$target"
   if [ -d "fuzz/corpus/$target" ]; then
     cp -R "fuzz/corpus/$target/." "$work/corpus/$target/"
   fi
-  log="$work/$target.log"
   # Hostfiles are a few lines; longer inputs only slow the parser's per-host search.
-  max_len=4096
   [ "$target" = hostfile ] && max_len=512
-  status=0
   (cd fuzz && "${fuzz[@]}" run "$target" "$work/corpus/$target" -- \
     -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$work/artifacts/$target/") >"$log" 2>&1 || status=$?
+    -artifact_prefix="$work/artifacts/$target/") >"$work/$target.log" 2>&1 || status=$?
+  echo "$status" >"$work/$target.status"
+}
+
+running=0
+for target in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" &
+  running=$((running + 1))
+done
+wait
+
+failed=()
+for target in "${targets[@]}"; do
+  log="$work/$target.log"
+  status="$(cat "$work/$target.status" 2>/dev/null || echo 1)"
   runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
   rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)"
   inputs="$(find "$work/corpus/$target" -type f | wc -l)"
