@@ -223,6 +223,11 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
         (&["--sim", "-n", "abc"], "invalid value"),
         (&["--sim", "--warp-drive"], "unexpected argument"),
         (&["--sim", "--len", "0"], "--len"),
+        // Terabytes a rank: refused before any rank starts, not an abort in each.
+        (
+            &["-n", "2", "--len", "99999999999", "--no-tui"],
+            "GiB available",
+        ),
         (
             &["-n", "2", "--algo", "rdb", "--out-of-place"],
             "--out-of-place applies to --algo ring and ft-ring",
@@ -303,4 +308,30 @@ fn a_user_program_that_outlives_the_time_limit_is_named_a_timeout() {
         stderr.contains("did not finish within --timeout-s 1"),
         "{stderr}"
     );
+}
+
+/// A rank of a cluster job (whose launcher cannot see the node's memory) refuses vectors it
+/// cannot allocate with its error, before joining, instead of aborting in the allocator.
+#[test]
+fn a_rank_that_cannot_hold_its_vectors_says_so_before_joining() {
+    let out = launch(&[
+        "__rank",
+        "--algo",
+        "rdb",
+        "--op",
+        "sum",
+        "--input",
+        "int",
+        "--len",
+        "99999999999",
+        "--seed",
+        "1",
+        "--ops",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot allocate"), "{stderr}");
+    assert!(stderr.contains("lower --len"), "{stderr}");
+    assert!(!stderr.contains("memory allocation of"), "{stderr}");
 }

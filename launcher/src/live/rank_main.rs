@@ -538,7 +538,29 @@ fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<Decided, Comm
     })
 }
 
+/// Refuses, with a typed error, vectors this rank could not allocate (a cluster job's launcher
+/// cannot see the nodes' memory): an allocation that fails aborts the process.
+fn check_vector_fits(args: &RankArgs) -> Result<(), CommError> {
+    // The input kept for the next operation and the vector reduced.
+    let bytes = args
+        .len
+        .saturating_mul(args.dtype.elem_bytes())
+        .saturating_mul(2);
+    let mut probe: Vec<u8> = Vec::new();
+    probe.try_reserve_exact(bytes).map_err(|_| {
+        CommError::Config(format!(
+            "cannot allocate {bytes} bytes for this rank's vectors (--len {} of {}); lower --len",
+            args.len,
+            args.dtype.name()
+        ))
+    })
+}
+
 fn run(args: &RankArgs) -> Result<(), CommError> {
+    // Before joining: a rank that cannot hold its vectors says so at the start.
+    if args.algo != Algorithm::EraAgree {
+        check_vector_fits(args)?;
+    }
     let mut comm = Communicator::from_env()?;
     let op = args.op;
     let mine = if args.algo == Algorithm::EraAgree {
