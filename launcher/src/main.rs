@@ -11,6 +11,7 @@ mod console;
 mod experiments;
 mod leftovers;
 mod live;
+mod memory;
 mod report;
 mod run;
 mod soak;

@@ -300,6 +300,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     if args.sim && args.dtype != Dtype::F64 {
         bail!("the simulator reduces f64 vectors; --dtype applies to real runs (drop --sim)");
     }
+    if args.sim {
+        // A simulated rank holds at least its input and its state's vector, all in this process.
+        crate::memory::ensure_fits(
+            &format!("--sim -n {} --len {}", args.n, args.len),
+            u64::from(args.n),
+            (args.len as u64).saturating_mul(8),
+            crate::memory::available_bytes(),
+            "lower --len or -n",
+        )?;
+    }
     if console_wanted(args) {
         let args = &console_args(args);
         if args.sim {

@@ -229,6 +229,21 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
             "GiB available",
         ),
         (
+            &["--sim", "-n", "1048576", "--len", "100000"],
+            "GiB available",
+        ),
+        (
+            &[
+                "bench",
+                "allreduce",
+                "--bytes",
+                "1073741824",
+                "--sizes",
+                "4096",
+            ],
+            "GiB available",
+        ),
+        (
             &["-n", "2", "--algo", "rdb", "--out-of-place"],
             "--out-of-place applies to --algo ring and ft-ring",
         ),

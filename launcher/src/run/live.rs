@@ -89,7 +89,19 @@ fn live_job(args: &RunArgs, console: bool) -> anyhow::Result<LiveJob> {
     check_dtype(args, algo, op)?;
     check_whole_vector(args, algo, transport)?;
     if cluster.is_none() {
-        check_memory(args, available_memory_bytes())?;
+        let vector = (args.len as u64).saturating_mul(args.dtype.elem_bytes() as u64);
+        crate::memory::ensure_fits(
+            &format!(
+                "--len {} of {} on {} ranks",
+                args.len,
+                args.dtype.name(),
+                args.n
+            ),
+            u64::from(args.n),
+            vector,
+            crate::memory::available_bytes(),
+            "lower --len or -n, or spread the ranks over nodes (docs/clusters.md)",
+        )?;
     }
     let spec = builtin_spec(args, transport, faults, console, cluster)?;
     let job = builtin_job(args, op, input);
@@ -195,45 +207,6 @@ fn run_program(
         bail!("{} of {} ranks failed", outcome.failures.len(), args.n);
     }
     Ok(())
-}
-
-/// Copies of its vector a rank of the built-in job holds: the input kept for the next
-/// operation and the vector reduced (out of place, the input and the output).
-const VECTOR_COPIES_PER_RANK: u64 = 2;
-
-/// Whether the vectors of a job whose ranks all run on this machine fit in the memory it has
-/// available: past that the kernel kills ranks one by one, or an allocation aborts each.
-fn check_memory(args: &RunArgs, available: Option<u64>) -> anyhow::Result<()> {
-    let Some(available) = available else {
-        return Ok(());
-    };
-    let per_rank = (args.len as u64)
-        .saturating_mul(args.dtype.elem_bytes() as u64)
-        .saturating_mul(VECTOR_COPIES_PER_RANK);
-    let need = per_rank.saturating_mul(u64::from(args.n));
-    if need > available {
-        let gib = |bytes: u64| bytes as f64 / f64::from(1u32 << 30);
-        bail!(
-            "--len {} of {} on {} ranks needs {:.1} GiB here ({} copies of the vector a rank), \
-             more than the {:.1} GiB available; lower --len or -n, or spread the ranks over \
-             nodes (docs/clusters.md)",
-            args.len,
-            args.dtype.name(),
-            args.n,
-            gib(need),
-            VECTOR_COPIES_PER_RANK,
-            gib(available)
-        );
-    }
-    Ok(())
-}
-
-/// `MemAvailable` of /proc/meminfo, in bytes; `None` where it cannot be read.
-fn available_memory_bytes() -> Option<u64> {
-    let text = fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib.saturating_mul(1024))
 }
 
 /// Whether `--len` fits an algorithm that carries its vector in one frame (the fault-tolerant
