@@ -285,8 +285,8 @@ pub struct RunArgs {
     /// Heartbeats every 25 ms, suspicion after 100 ms.
     #[arg(long)]
     pub aggressive_detector: bool,
-    /// Kill the whole job after this many seconds.
-    #[arg(long, default_value_t = 600)]
+    /// Kill the whole job after this many seconds (at least 1).
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_s: u64,
     /// A program to start N times instead of the built-in job (after `--`).
     #[arg(last = true, value_name = "PROGRAM")]

@@ -223,6 +223,7 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
         (&["--sim", "-n", "abc"], "invalid value"),
         (&["--sim", "--warp-drive"], "unexpected argument"),
         (&["--sim", "--len", "0"], "--len"),
+        (&["-n", "2", "--timeout-s", "0"], "--timeout-s"),
         // Terabytes a rank: refused before any rank starts, not an abort in each.
         (
             &["-n", "2", "--len", "99999999999", "--no-tui"],
