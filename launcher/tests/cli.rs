@@ -205,6 +205,11 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
             "unknown --gossip-sum",
         ),
         (&["-n", "4", "--fault", "kill:rank=1,at=50"], "give a unit"),
+        // A rank-side fault at a rank other than 0.
+        (
+            &["-n", "4", "--fault", "flip-msg:rank=2,bit=40,at=3"],
+            "give a unit",
+        ),
         (
             &["-n", "4", "--fault", "kill:rank=9,at=5ms"],
             "only 4 ranks",

@@ -45,8 +45,9 @@ fn live_job(args: &RunArgs, console: bool) -> anyhow::Result<LiveJob> {
     let transport = ftcoll_runtime::transport::choose(&args.transport, cluster.is_none())
         .map_err(transport_flag_error)?;
     let faults = parse_faults(args)?;
-    for rank in 0..args.n.min(1) {
-        // Rank-side faults are checked here too, so a bad unit fails before anything starts.
+    // Rank-side faults are checked here too, at rank 0 and at every rank a fault names, so a
+    // bad unit fails before anything starts (a rank refuses only the faults that concern it).
+    for rank in ranks_named(&faults, args.n) {
         ftcoll_runtime::rank_faults::RankFaults::for_rank(&faults, ftcoll_algos::Rank(rank), 0)?;
     }
     if let Some((program, program_args)) = args.program.split_first() {
@@ -207,6 +208,30 @@ fn run_program(
         bail!("{} of {} ranks failed", outcome.failures.len(), args.n);
     }
     Ok(())
+}
+
+/// Rank 0 and the ranks below `n` that `faults` name, ascending, each once.
+fn ranks_named(faults: &[FaultSpec], n: u32) -> Vec<u32> {
+    let mut ranks: Vec<u32> = faults
+        .iter()
+        .flat_map(|spec| match *spec {
+            FaultSpec::Kill { rank, .. }
+            | FaultSpec::FlipMessage { rank, .. }
+            | FaultSpec::FlipState { rank, .. }
+            | FaultSpec::Slow { rank, .. }
+            | FaultSpec::Stop { rank, .. } => vec![rank.0],
+            FaultSpec::FlipRate { rank, .. } | FaultSpec::Drop { rank, .. } => {
+                rank.map(|r| r.0).into_iter().collect()
+            }
+            FaultSpec::Cut { a, b, .. } => vec![a.0, b.0],
+            FaultSpec::KillNode { .. } | FaultSpec::Spread(_) => Vec::new(),
+        })
+        .chain(std::iter::once(0))
+        .filter(|&rank| rank < n)
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    ranks
 }
 
 /// Whether `--len` fits an algorithm that carries its vector in one frame (the fault-tolerant
