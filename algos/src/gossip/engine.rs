@@ -58,7 +58,7 @@ pub struct Gossip<T: Real> {
     pub(super) iteration: u32,
     pub(super) counters: Counters,
     /// Peers never to talk to again (crashed, or behind a failed link), sorted.
-    excluded: Vec<u32>,
+    pub(super) excluded: Vec<u32>,
     /// Crashed ranks this rank was told of.
     crashed: u32,
     pub(super) timers: TimerTable,
@@ -405,7 +405,9 @@ impl<T: Real> Gossip<T> {
         }
         self.settle_tick(out);
         let partner = self.partner(now);
-        if partner.is_none() && !self.config.schedule.is_permutation() {
+        // A permutation round may pair a rank with itself or a dead rank, a later one with a
+        // live rank: there only a rank with no live rank besides it settles without a partner.
+        if partner.is_none() && (!self.config.schedule.is_permutation() || self.alone()) {
             // Every neighbour finished, failed or sits behind a failed link: nothing can change
             // this rank's estimate any more.
             self.settled = true;

@@ -80,6 +80,14 @@ impl Relay {
 }
 
 impl<T: Real> Gossip<T> {
+    /// Whether every other rank of the group is excluded (dead, or behind a failed link), or
+    /// there is none: nothing can change this rank's estimate any more.
+    pub(super) fn alone(&self) -> bool {
+        let me = self.config.rank.0;
+        let others_excluded = self.excluded.iter().filter(|&&r| r != me).count();
+        others_excluded + 1 >= self.config.size() as usize
+    }
+
     /// Opens the settlement of the link to `peer`, which just failed: this end's count and the
     /// mass it cancelled last. Called before the link's flows are dropped.
     pub(super) fn open_settlement(&mut self, peer: Rank) {

@@ -701,3 +701,35 @@ fn a_rank_is_settled_by_its_stopping_rule_and_not_by_its_push_budget() {
         }
     }
 }
+
+/// A rank alone in its group is done at its first tick under every schedule: a permutation
+/// round pairs it with itself forever, and it once waited out its whole push budget.
+#[test]
+fn a_rank_alone_settles_at_once_under_every_schedule() {
+    let topology = Topology::fully_connected(1).unwrap();
+    for schedule in [
+        async_schedule(),
+        Schedule::Permutation {
+            period: Duration(4),
+        },
+        Schedule::Cycle {
+            period: Duration(4),
+        },
+    ] {
+        let mut net: Net<f64> = Net::with_config(
+            vec![vec![2.5]],
+            topology,
+            Rule::LocalCorrection,
+            schedule,
+            |config| config.max_iterations = 1_000,
+        );
+        net.run(100);
+        let status = net.ranks[0].status();
+        assert_eq!(status.phase, Phase::Done, "{schedule:?}: {status:?}");
+        let Detail::Gossip { settled, .. } = status.detail else {
+            panic!("{schedule:?}: {:?}", status.detail);
+        };
+        assert!(settled, "{schedule:?}: {status:?}");
+        assert!(status.iteration <= 1, "{schedule:?}: {status:?}");
+    }
+}
