@@ -43,6 +43,20 @@ pub fn ensure_fits(
     Ok(())
 }
 
+/// [`ensure_fits`] for a benchmark's largest case: the most ranks of `sizes`, each with the
+/// most bytes of `bytes`; `flags` are the `--sizes` and `--bytes` text, for the message.
+pub fn ensure_bench_fits(flags: (&str, &str), sizes: &[u32], bytes: &[u64]) -> anyhow::Result<()> {
+    let most_ranks = sizes.iter().copied().max().unwrap_or(0);
+    let most_bytes = bytes.iter().copied().max().unwrap_or(0);
+    ensure_fits(
+        &format!("--sizes {} --bytes {}", flags.0, flags.1),
+        u64::from(most_ranks),
+        most_bytes,
+        available_bytes(),
+        "lower the largest --bytes or --sizes",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -257,17 +257,7 @@ fn row_note(what: &str, error: anyhow::Error) -> String {
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let sizes = parse_sizes(&args.sizes, 3)?;
     let bytes = parse_bytes(&args.bytes)?;
-    let (most_ranks, most_bytes) = (
-        sizes.iter().copied().max().unwrap_or(0),
-        bytes.iter().copied().max().unwrap_or(0),
-    );
-    crate::memory::ensure_fits(
-        &format!("--sizes {} --bytes {}", args.sizes, args.bytes),
-        u64::from(most_ranks),
-        most_bytes,
-        crate::memory::available_bytes(),
-        "lower the largest --bytes or --sizes",
-    )?;
+    crate::memory::ensure_bench_fits((&args.sizes, &args.bytes), &sizes, &bytes)?;
     if args.repeat == 0 {
         bail!("bench ft-allreduce needs --repeat >= 1");
     }

@@ -407,17 +407,7 @@ pub(super) fn mpi_binaries(
 pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
     let sizes = parse_sizes(&args.sizes, 2)?;
     let bytes = parse_bytes(&args.bytes)?;
-    let (most_ranks, most_bytes) = (
-        sizes.iter().copied().max().unwrap_or(0),
-        bytes.iter().copied().max().unwrap_or(0),
-    );
-    crate::memory::ensure_fits(
-        &format!("--sizes {} --bytes {}", args.sizes, args.bytes),
-        u64::from(most_ranks),
-        most_bytes,
-        crate::memory::available_bytes(),
-        "lower the largest --bytes or --sizes",
-    )?;
+    crate::memory::ensure_bench_fits((&args.sizes, &args.bytes), &sizes, &bytes)?;
     let forced: Option<&'static str> = match args.allreduce_algo.as_deref() {
         None => None,
         Some("rdb") => Some("rdb"),
