@@ -229,6 +229,15 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
         (&["--sim", "--warp-drive"], "unexpected argument"),
         (&["--sim", "--len", "0"], "--len"),
         (&["-n", "2", "--timeout-s", "0"], "--timeout-s"),
+        // Each list of rank counts is named in its own error.
+        (
+            &["bench", "ftco", "--fig6-sizes", "1"],
+            "--fig6-sizes must be at least 8",
+        ),
+        (
+            &["bench", "console", "--console-sizes", "0"],
+            "--console-sizes must be at least 1",
+        ),
         // Terabytes a rank: refused before any rank starts, not an abort in each.
         (
             &["-n", "2", "--len", "99999999999", "--no-tui"],

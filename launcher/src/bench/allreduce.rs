@@ -212,16 +212,21 @@ pub fn ftcoll_timings(
 
 /// Parses `--sizes`, each at least `min`.
 pub fn parse_sizes(text: &str, min: u32) -> anyhow::Result<Vec<u32>> {
+    parse_sizes_of("--sizes", text, min)
+}
+
+/// Parses rank counts given to `flag`, each at least `min`.
+pub fn parse_sizes_of(flag: &str, text: &str, min: u32) -> anyhow::Result<Vec<u32>> {
     let sizes: Vec<u32> = text
         .split(',')
         .map(|s| {
             s.trim()
                 .parse::<u32>()
-                .context("--sizes takes numbers, e.g. 4,8,16")
+                .with_context(|| format!("{flag} takes numbers, e.g. 4,8,16"))
         })
         .collect::<anyhow::Result<_>>()?;
     if sizes.iter().any(|&n| n < min) {
-        bail!("--sizes must be at least {min} for this benchmark");
+        bail!("{flag} must be at least {min} for this benchmark");
     }
     Ok(sizes)
 }

@@ -31,7 +31,7 @@ struct Row {
 
 /// Runs the benchmark.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let sizes = super::allreduce::parse_sizes(&args.console_sizes, 1)?;
+    let sizes = super::allreduce::parse_sizes_of("--console-sizes", &args.console_sizes, 1)?;
     let mut rows = Vec::new();
     for &n in &sizes {
         for (variant, console) in [("without console", false), ("with console", true)] {

@@ -9,7 +9,7 @@ use super::BenchArgs;
 /// failure-free and with ranks dead before the measured operations.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     // Two dead ranks and f = 2 need at least four.
-    let sizes = parse_sizes(&args.sizes, 4)?;
+    let sizes = parse_sizes(args.sizes_or("4,8,16"), 4)?;
     let mut rows = Vec::new();
     for &n in &sizes {
         let cases = [

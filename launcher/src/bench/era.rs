@@ -334,7 +334,7 @@ fn median_latency(runs: &[Latency]) -> Latency {
 
 /// Runs `bench era`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let sizes = parse_sizes(&args.sizes, 2)?;
+    let sizes = parse_sizes(args.sizes_or(super::DEFAULT_SIZES), 2)?;
     let topology =
         EraTopology::from_name(&args.era_tree, args.ranks_per_node).map_err(anyhow::Error::msg)?;
     let roles = roles(topology, args.failure_n, args.ranks_per_node)?;

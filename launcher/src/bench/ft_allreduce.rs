@@ -255,9 +255,9 @@ fn row_note(what: &str, error: anyhow::Error) -> String {
 
 /// Runs `bench ft-allreduce`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let sizes = parse_sizes(&args.sizes, 3)?;
+    let sizes = parse_sizes(args.sizes_or("3,4"), 3)?;
     let bytes = parse_bytes(&args.bytes)?;
-    crate::memory::ensure_bench_fits((&args.sizes, &args.bytes), &sizes, &bytes)?;
+    crate::memory::ensure_bench_fits((args.sizes_or("3,4"), &args.bytes), &sizes, &bytes)?;
     if args.repeat == 0 {
         bail!("bench ft-allreduce needs --repeat >= 1");
     }

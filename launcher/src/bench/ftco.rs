@@ -173,8 +173,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if args.ftco_fixed_timeout {
         ftco_args.push("--ftco-fixed-timeout".into());
     }
+    // Both lists are checked before anything runs.
+    let table1_sizes = parse_sizes(args.sizes_or("8,16,32,64"), 8)?;
+    let fig6_sizes = super::allreduce::parse_sizes_of("--fig6-sizes", &args.fig6_sizes, 8)?;
     let mut table1 = Vec::new();
-    for n in parse_sizes(&args.sizes, 8)? {
+    for n in table1_sizes {
         let tree = Tree::new(shape, n, 1)?;
         for pattern in patterns(&tree)? {
             table1.push(measure(
@@ -191,7 +194,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     }
     let mut fig6 = Vec::new();
-    for n in parse_sizes(&args.fig6_sizes, 8)? {
+    for n in fig6_sizes {
         let tree = Tree::new(shape, n, 1)?;
         let victim = patterns(&tree)?[1].victims.clone();
         let mut with_notices = ftco_args.clone();

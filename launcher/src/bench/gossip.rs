@@ -209,7 +209,7 @@ fn row(case: &Case, n: u32, runs: &[RunFigures], note: Option<String>) -> Gossip
 
 /// Runs `bench gossip`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let sizes = parse_sizes(&args.sizes, 2)?;
+    let sizes = parse_sizes(args.sizes_or(super::DEFAULT_SIZES), 2)?;
     if args.repeat == 0 {
         bail!("--repeat takes at least one run");
     }

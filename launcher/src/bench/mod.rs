@@ -37,9 +37,10 @@ pub struct BenchArgs {
     /// processes: Push-Sum per topology, HPS and HPFLC per eps, ARDB per budget, beside
     /// recursive doubling and MPI_Allreduce).
     pub name: String,
-    /// Ranks for `allreduce`, comma-separated.
-    #[arg(long, default_value = "2,4,8,16")]
-    pub sizes: String,
+    /// Ranks, comma-separated [default: 2,4,8,16; `corrected` 4,8,16; `ft-allreduce` 3,4;
+    /// `ftco` 8,16,32,64]
+    #[arg(long)]
+    pub sizes: Option<String>,
     /// Timed operations per size for `allreduce`.
     #[arg(long, default_value_t = 2000)]
     pub iters: u32,
@@ -143,6 +144,16 @@ struct SimBenchJson {
 }
 
 /// Runs the named benchmark.
+/// The ranks of a benchmark that has no `--sizes` of its own.
+pub const DEFAULT_SIZES: &str = "2,4,8,16";
+
+impl BenchArgs {
+    /// `--sizes` as given, or `default`, the benchmark's own.
+    pub fn sizes_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.sizes.as_deref().unwrap_or(default)
+    }
+}
+
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if args.out_of_place && !matches!(args.name.as_str(), "allreduce" | "ft-allreduce") {
         bail!(

@@ -405,9 +405,13 @@ pub(super) fn mpi_binaries(
 
 /// Runs the sweep of `what`.
 pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
-    let sizes = parse_sizes(&args.sizes, 2)?;
+    let sizes = parse_sizes(args.sizes_or(super::DEFAULT_SIZES), 2)?;
     let bytes = parse_bytes(&args.bytes)?;
-    crate::memory::ensure_bench_fits((&args.sizes, &args.bytes), &sizes, &bytes)?;
+    crate::memory::ensure_bench_fits(
+        (args.sizes_or(super::DEFAULT_SIZES), &args.bytes),
+        &sizes,
+        &bytes,
+    )?;
     let forced: Option<&'static str> = match args.allreduce_algo.as_deref() {
         None => None,
         Some("rdb") => Some("rdb"),
