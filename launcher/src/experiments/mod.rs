@@ -64,7 +64,7 @@ pub struct ExperimentArgs {
     pub threads: u32,
     /// Random placements per point of the fault experiments (default: 20, with --full 1000);
     /// seeds per row of table2 (default 2, with --full 3).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub placements: Option<u32>,
     /// Largest N (ranks) to simulate: caps the size sweeps (default 2K, with --full 64K) and
     /// table2's N (default 4K).
