@@ -124,9 +124,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub steps: Option<u32>,
     /// Failures the corrected-tree algorithms tolerate (f): the root gets f + 1 subtrees and
-    /// allreduce tries up to f + 1 root candidates (ranks 0..=f).
-    #[arg(long, default_value_t = 1)]
-    pub tolerate: u32,
+    /// allreduce tries up to f + 1 root candidates (ranks 0..=f) [default: 1].
+    #[arg(long)]
+    pub tolerate: Option<u32>,
     /// How corrected-reduce reports failures up the tree: list, count (count + bit) or bit.
     #[arg(long, default_value = "count")]
     pub failure_info: String,

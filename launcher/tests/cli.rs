@@ -229,6 +229,10 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
         (&["--sim", "--warp-drive"], "unexpected argument"),
         (&["--sim", "--len", "0"], "--len"),
         (&["-n", "2", "--timeout-s", "0"], "--timeout-s"),
+        (
+            &["-n", "3", "--algo", "ring", "--tolerate", "2"],
+            "--tolerate sets f of the corrected-tree algorithms",
+        ),
         (&["experiment", "fig8", "--placements", "0"], "--placements"),
         // Each list of rank counts is named in its own error.
         (

@@ -382,7 +382,7 @@ fn builtin_spec(
             "--ops".into(),
             args.ops.to_string(),
             "--tolerate".into(),
-            args.tolerate.to_string(),
+            args.tolerate.unwrap_or(1).to_string(),
             "--failure-info".into(),
             args.failure_info.clone(),
             "--correction".into(),
