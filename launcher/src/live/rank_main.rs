@@ -541,11 +541,11 @@ fn agree_once(comm: &mut Communicator, data: &mut [f64]) -> Result<Decided, Comm
 /// Refuses, with a typed error, vectors this rank could not allocate (a cluster job's launcher
 /// cannot see the nodes' memory): an allocation that fails aborts the process.
 fn check_vector_fits(args: &RankArgs) -> Result<(), CommError> {
-    // The input kept for the next operation and the vector reduced.
+    let copies = crate::memory::VECTOR_COPIES_PER_RANK as usize;
     let bytes = args
         .len
         .saturating_mul(args.dtype.elem_bytes())
-        .saturating_mul(2);
+        .saturating_mul(copies);
     let mut probe: Vec<u8> = Vec::new();
     probe.try_reserve_exact(bytes).map_err(|_| {
         CommError::Config(format!(
