@@ -9,7 +9,7 @@ mod element;
 #[cfg(test)]
 mod tests;
 
-pub use element::{Element, Float};
+pub use element::{divide_floats, Element, Float};
 
 /// Applies `$body` to the slice inside any numeric or rank-id variant of `$value` (a [`Values`]
 /// or [`ValuesRef`] expression, matched through `$ty`), binding it to `$v`.

@@ -116,3 +116,26 @@ fn a_rank_killed_during_single_copy_rings_fails_the_job_and_no_result_is_wrong()
     assert_eq!(json["max_rel_error"], 0.0, "{json}");
     assert_eq!(json["wrong"], serde_json::Value::Null, "{json}");
 }
+
+#[test]
+fn an_average_over_the_single_copy_ring_is_the_mean_not_the_sum() {
+    let _job = common::serialize();
+    // 2 MiB of doubles a rank, in place and out of place, by the ring and the fault-tolerant
+    // ring: the vector holds the sum when the last read ends, and only the path itself can
+    // divide it.
+    for (algo, place) in [
+        ("ring", None),
+        ("ring", Some("--out-of-place")),
+        ("ft-ring", None),
+    ] {
+        let mut args = vec![
+            "-n", "3", "--algo", algo, "--op", "avg", "--input", "int", "--len", "262144",
+            "--no-tui",
+        ];
+        args.extend(place);
+        let (out, json) = common::run_job(&args, "single-copy-avg.json", 60);
+        assert!(out.status.success(), "{algo} {place:?}: {json}");
+        let error = json["max_rel_error"].as_f64().unwrap();
+        assert!(error < 1e-15, "{algo} {place:?}: {json}");
+    }
+}

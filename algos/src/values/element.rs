@@ -249,3 +249,23 @@ pub(super) fn union_rank_ids(
     *acc = merged;
     Ok(())
 }
+
+/// Divides a float vector by `count` in place, as [`ReduceOp::Average`] finishes a sum of
+/// `count` inputs where the vector itself holds the result: each element times `1 / count`,
+/// computed in f64 as the protocols' estimates are, so every path rounds alike. Integer
+/// vectors are left as they are (the average applies to floats only).
+pub fn divide_floats<T: Element>(data: &mut [T], count: u32) {
+    let scale = 1.0 / f64::from(count.max(1));
+    match T::DTYPE {
+        Dtype::F64 => {
+            let data: &mut [f64] = bytemuck::cast_slice_mut(data);
+            data.iter_mut().for_each(|x| *x *= scale);
+        }
+        Dtype::F32 => {
+            let data: &mut [f32] = bytemuck::cast_slice_mut(data);
+            data.iter_mut()
+                .for_each(|x| *x = (f64::from(*x) * scale) as f32);
+        }
+        _ => {}
+    }
+}

@@ -13,7 +13,7 @@ mod limits;
 mod verdict;
 
 use limits::{max_streamed_failures, MAX_ENUMERATED_FAILURES};
-use verdict::{exact_inputs, unfinished_operations, verdict, Judged};
+use verdict::{exact_inputs, rounding_bound, unfinished_operations, verdict, Judged};
 
 /// One failure of a real job.
 #[derive(Clone, Debug)]
@@ -535,11 +535,15 @@ impl LiveOutcome {
         // exact only if, besides, every operation asked for completed at every survivor: a
         // job that stopped early returned no result for the rest (a failed job, not a wrong
         // result: see `failed_ops`).
-        let results_admissible = if self.failures.is_empty() || !admissible {
-            worst == Some(0.0)
-        } else {
-            worst_admissible == Some(0.0) && consistent
+        let admissible_within = |bound: f64| {
+            let within = |w: Option<f64>| w.is_some_and(|w| w <= bound);
+            if self.failures.is_empty() || !admissible {
+                within(worst)
+            } else {
+                within(worst_admissible) && (consistent || job.input == InputKind::Uniform)
+            }
         };
+        let results_admissible = admissible_within(0.0);
         let exact_result = ok_survivors == job.ops && results_admissible;
         let failed_ops = unfinished_operations(
             job.ops,
@@ -571,7 +575,7 @@ impl LiveOutcome {
             job,
             Judged {
                 worst,
-                admissible: results_admissible,
+                admissible: admissible_within(rounding_bound(job, self.n)),
                 consistent,
                 disagreement,
                 beyond_eps: job

@@ -39,7 +39,7 @@ use ftcoll_algos::protocol::{
     KIND_SHAPE_MISMATCH,
 };
 use ftcoll_algos::ring::reads::{ReadAction, ReadRing, KIND_ABANDONED, KIND_READY, KIND_RELEASED};
-use ftcoll_algos::values::{Dtype, Element};
+use ftcoll_algos::values::{divide_floats, Dtype, Element};
 use ftcoll_algos::wire::{Frame, FrameError, Stamp};
 use ftcoll_algos::{Algorithm, FrameHeader, OpId, Rank, ReduceOp, Time, ValuesRef};
 
@@ -300,7 +300,12 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             }
         }
         if self.schedule.finished() {
-            // The reader released the vector: nothing reads it any more.
+            // The reader released the vector: nothing reads it any more, so the average may
+            // now turn the sum in it into the mean (the copying ring's shell does the same
+            // from the estimate).
+            if self.reduce == ReduceOp::Average {
+                divide_floats(self.data, self.size);
+            }
             self.lent.store(0, Ordering::Release);
             self.phase = Phase::Done;
             out.emit(Event::Completed);

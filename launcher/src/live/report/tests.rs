@@ -262,3 +262,45 @@ fn long_vectors_are_judged_against_as_many_failures_as_the_budget_allows() {
     assert_eq!(max_streamed_failures(8, 3_000_000), 3);
     assert_eq!(max_streamed_failures(64, 16 << 20), 3);
 }
+
+/// A ring allreduce job of one operation over one element per rank.
+fn ring_job(op: ReduceOp, input: InputKind) -> BuiltinJob {
+    BuiltinJob {
+        algo: "ring".into(),
+        op,
+        input,
+        expected: Expected::Aggregate,
+        ..agreement_job(1)
+    }
+}
+
+/// Every rank returns `value`.
+fn judge(job: &BuiltinJob, value: f64) -> LiveJson {
+    let reports = (0..N).map(|_| vec![report(0, true, value, 7)]).collect();
+    outcome(reports, Vec::new()).builtin_report(job)
+}
+
+#[test]
+fn an_average_that_is_the_sum_is_wrong_and_one_rounded_differently_is_not() {
+    // Ones: the average is 1, and a path that forgot to divide returns the sum, 4.
+    let job = ring_job(ReduceOp::Average, InputKind::Ones);
+    assert!(judge(&job, 4.0).wrong().is_some());
+    assert_eq!(judge(&job, 1.0).wrong(), None);
+    // One rounding away (a product by 1/n where the launcher divides) is right, not exact.
+    let rounded = judge(&job, 1.0 + f64::EPSILON);
+    assert_eq!(rounded.wrong(), None, "{rounded:?}");
+    assert!(!rounded.exact);
+}
+
+#[test]
+fn sums_of_uniform_inputs_are_judged_within_their_rounding() {
+    let job = ring_job(ReduceOp::Sum, InputKind::Uniform);
+    let inputs = generate_inputs(InputKind::Uniform, N, 1, job.seed);
+    let sum: f64 = inputs.iter().sum();
+    assert_eq!(judge(&job, sum).wrong(), None);
+    // Summed in another order: a few units in the last place.
+    assert_eq!(judge(&job, sum * (1.0 + 3.0 * f64::EPSILON)).wrong(), None);
+    // A lost input and a doubled one are wrong answers, not rounding.
+    assert!(judge(&job, sum - inputs[2]).wrong().is_some());
+    assert!(judge(&job, sum + inputs[0]).wrong().is_some());
+}

@@ -1,6 +1,7 @@
 //! The verdict of a built-in job: which operations did not finish, and why a result is
 //! wrong.
 
+use ftcoll_algos::values::Dtype;
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::sim::InputKind;
 
@@ -50,6 +51,28 @@ pub(super) fn exact_inputs(job: &BuiltinJob) -> bool {
         && matches!(job.op, ReduceOp::Sum | ReduceOp::Min | ReduceOp::Max)
 }
 
+/// The largest relative error a right result may show, from the expected aggregate the
+/// launcher computes in f64 over `n` inputs: 0 where every admissible aggregate is exact
+/// (sums, minima and maxima of integers); an average of integers rounds where it divides and
+/// where it is stored in the vector's type; a sum of uniform inputs, all positive, rounds at
+/// each of its n − 1 additions in whatever order an algorithm takes them (the bound is four
+/// times the sum of those roundings, and a lost or doubled input, at least about 1/n of the
+/// sum, is far above it at f64). Every result is judged against it: a bound of 0 asks for
+/// the exact aggregate, the same at every rank.
+pub(super) fn rounding_bound(job: &BuiltinJob, n: u32) -> f64 {
+    if exact_inputs(job) {
+        return 0.0;
+    }
+    let unit = match job.dtype {
+        Dtype::F32 => f64::from(f32::EPSILON),
+        _ => f64::EPSILON,
+    };
+    match job.input {
+        InputKind::Uniform => 4.0 * f64::from(n.max(1)) * unit,
+        _ => 4.0 * unit,
+    }
+}
+
 /// What the results showed, for [`verdict`].
 pub(super) struct Judged {
     /// Largest relative error from the failure-free answer, if any result came back.
@@ -67,11 +90,10 @@ pub(super) struct Judged {
     pub(super) enumerated: bool,
 }
 
-/// Why a built-in job's result is wrong, where its inputs let that be decided: an approximate
-/// algorithm must be within eps of an admissible aggregate; an exact one, on inputs whose sums,
-/// minima and maxima are exact in double precision, must return an admissible aggregate,
-/// identically at every rank. Sums of uniform inputs round differently by algorithm, so they
-/// are reported, not judged.
+/// Why a built-in job's result is wrong: an approximate algorithm must be within eps of an
+/// admissible aggregate; an exact one must return an admissible aggregate within the job's
+/// [`rounding_bound`], identically at every rank where that bound is 0 (sums of uniform
+/// inputs may round differently at different ranks, each within the bound).
 pub(super) fn verdict(job: &BuiltinJob, judged: Judged) -> Option<String> {
     if job.expected == Expected::Survivors {
         return judged.beyond_eps.then(|| {
@@ -82,7 +104,7 @@ pub(super) fn verdict(job: &BuiltinJob, judged: Judged) -> Option<String> {
         });
     }
     let worst = judged.worst?;
-    if !exact_inputs(job) || !judged.enumerated || judged.admissible {
+    if !judged.enumerated || judged.admissible {
         return None;
     }
     Some(if judged.consistent {
