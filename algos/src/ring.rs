@@ -37,9 +37,31 @@ pub fn prefer_ring(size: u32, bytes: usize, min_bytes: usize) -> bool {
 }
 
 /// Message kind of a reduce-scatter step.
-const KIND_REDUCE_SCATTER: u8 = 1;
+pub const KIND_REDUCE_SCATTER: u8 = 1;
 /// Message kind of an allgather step.
-const KIND_ALLGATHER: u8 = 2;
+pub const KIND_ALLGATHER: u8 = 2;
+
+/// Elements `start..end` of block `b` (mod `size`) of a vector of `len` elements cut into
+/// `size` blocks as even as can be.
+pub fn block_range(b: u32, size: u32, len: usize) -> std::ops::Range<usize> {
+    let n = size.max(1) as usize;
+    let b = b as usize % n;
+    (b * len / n)..((b + 1) * len / n)
+}
+
+/// The block `rank` sends at step `s` of a phase, and the one it takes: reduce-scatter
+/// (`combine`) step s sends block r − s − 1 and combines block r − s − 2, so that rank r ends
+/// with block r reduced; allgather step s sends block r − s (its own first) and stores block
+/// r − s − 1 (all mod N).
+pub fn phase_blocks(rank: u32, size: u32, combine: bool, s: u32) -> (u32, u32) {
+    let (n, r) = (size.max(1), rank);
+    let back = |k: u32| (r + 2 * n - k % n) % n;
+    if combine {
+        (back((s + 1) % n), back((s + 2) % n))
+    } else {
+        (back(s % n), back((s + 1) % n))
+    }
+}
 
 /// Which collective the ring runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,22 +173,14 @@ impl RingAllreduce {
 
     /// Elements `start..end` of block `b`.
     fn block(&self, b: u32) -> std::ops::Range<usize> {
-        let (n, len) = (self.config.size as usize, self.value.len());
-        let b = b as usize % n;
-        (b * len / n)..((b + 1) * len / n)
+        block_range(b, self.config.size, self.value.len())
     }
 
-    /// The block this rank sends at `step`, and the one it takes at `step`. Reduce-scatter
-    /// step s sends block r − s − 1 and combines block r − s − 2, so that rank r ends with
-    /// block r reduced; allgather step s sends block r − s (its own first) and stores block
-    /// r − s − 1 (all mod N).
+    /// The block this rank sends at `step`, and the one it takes at `step` (see
+    /// [`phase_blocks`]).
     fn blocks_of(&self, step: u32) -> (u32, u32) {
-        let (n, r) = (self.config.size, self.config.rank.0);
-        let back = |k: u32| (r + 2 * n - k % n) % n;
-        match self.phase_of(step) {
-            (true, s) => (back((s + 1) % n), back((s + 2) % n)),
-            (false, s) => (back(s % n), back((s + 1) % n)),
-        }
+        let (combine, s) = self.phase_of(step);
+        phase_blocks(self.config.rank.0, self.config.size, combine, s)
     }
 
     fn left(&self) -> Rank {

@@ -6,13 +6,14 @@ use ftcoll_algos::corrected::{
     FailureInfo, ReduceConfig,
 };
 use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig, Placement};
-use ftcoll_algos::protocol::{Segmented, ShellConfig};
+use ftcoll_algos::protocol::{SegmentPlan, Segmented, ShellConfig};
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
 use ftcoll_algos::ring::{prefer_ring, RING_MIN_BYTES};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
 use super::run::Slack;
+use super::vector_ring::VectorRing;
 use super::{CommError, Communicator};
 use crate::env::SmallAllreduce;
 
@@ -176,28 +177,18 @@ impl Communicator {
         if self.single_copy_for(std::mem::size_of_val(data)) {
             return self.allreduce_single_copy(None, data, op);
         }
-        let mut shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, Slack::NONE)?;
+        let shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, Slack::NONE)?;
         // A frame carries one block of a segment, 1/N of it.
         let size = self.size().max(1) as usize;
-        shell.plan.segment_elems = shell.plan.segment_elems.saturating_mul(size);
-        // Kept from call to call like the rdb shell: its buffers are reused, not faulted in
-        // again.
-        let mut protocol = match self.ring.take() {
-            Some(mut protocol) => {
-                protocol.restart(shell);
-                protocol
-            }
-            None => Box::new(Segmented::new(
-                shell,
-                Box::new(ftcoll_algos::ring::allreduce_segment),
-            )),
+        let plan = SegmentPlan {
+            segment_elems: shell.plan.segment_elems.saturating_mul(size),
+            ..shell.plan
         };
-        let (outcome, owes_peers) = self.run_collective_in(&mut *protocol, data, |_, _| {})?;
-        if owes_peers {
-            self.endpoint().linger(self.ops, protocol);
-        } else {
-            self.ring = Some(protocol);
-        }
+        // The blocks go out of and come into the caller's vector itself: no copy of it in
+        // or out (see `vector_ring`).
+        let mut protocol = VectorRing::new((shell.rank, shell.size, shell.op, op), plan, data);
+        let ended = self.execute(&mut protocol, ftcoll_algos::ValuesRef::Empty)?;
+        let (outcome, _) = self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})?;
         Ok(outcome)
     }
 

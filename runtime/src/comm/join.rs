@@ -145,7 +145,6 @@ impl Communicator {
             placement,
             era_topology,
             rdb: None,
-            ring: None,
             single_copy,
             bounce: Vec::new(),
             lent: Arc::default(),

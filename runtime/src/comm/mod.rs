@@ -24,6 +24,7 @@ mod run;
 mod saved_input;
 mod single_copy;
 mod typed;
+mod vector_ring;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -32,7 +33,6 @@ use ftcoll_algos::era::EraTopology;
 use ftcoll_algos::protocol::Segmented;
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::RecursiveDoubling;
-use ftcoll_algos::ring::RingAllreduce;
 
 use crate::control::client::ControlClient;
 use crate::env::RankEnv;
@@ -80,8 +80,6 @@ pub struct Communicator {
     /// The recursive-doubling shell, restarted in place by every call (see
     /// [`Communicator::allreduce_rdb`]); `None` while one lingers or before the first call.
     rdb: Option<Box<Segmented<RecursiveDoubling>>>,
-    /// The ring shell, kept the same way (see [`Communicator::allreduce_ring`]).
-    ring: Option<Box<Segmented<RingAllreduce>>>,
     /// Whether the ring allreduce reads peers' vectors directly (shared memory, cross-memory
     /// attach available, not switched off).
     single_copy: bool,

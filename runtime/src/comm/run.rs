@@ -20,14 +20,17 @@ const MIN_SEGMENT_FRAME: usize = 8 << 10;
 /// Largest segment payload of one frame over a network transport (TCP, UCX, libfabric), and
 /// the segments a rank starts at once there, unless `FTCOLL_SEGMENT_BYTES` and
 /// `FTCOLL_SEGMENT_WINDOW` say. Over TCP on the 2-core development VM (`bench allreduce
-/// --transport tcp`, two runs each), a ring allreduce of 16 MiB took 7.4 ms at n = 2 and
-/// 24.8-25.4 ms at n = 4 with frames of 512 KiB and a window of 2, against 17.7-18.0 and
-/// 46-52 ms with frames as large as the wire allows (one 8 MiB frame per block: nothing
-/// overlaps), 8.9-9.3 and 31.6-33.4 ms with a window of 8, and 7.7-7.8 and 25.7-26.6 ms with
-/// frames of 256 KiB; at 1 MiB every choice was within the noise of the others.
+/// --transport tcp`), the copying ring allreduce of 16 MiB took 7.4 ms at n = 2 and 24.8-25.4
+/// ms at n = 4 with frames of 512 KiB and a window of 2, against 17.7-18.0 and 46-52 ms with
+/// frames as large as the wire allows (one 8 MiB frame per block: nothing overlaps), 8.9-9.3
+/// and 31.6-33.4 ms with a window of 8. The ring over the caller's vector, which copies
+/// nothing in or out, does better with a window of 1 (two runs each, same day): 16 MiB 4.96
+/// against 7.6 ms at n = 2 and 27.0 against 33.0 ms at n = 4, 128 MiB at n = 4 201-209
+/// against 218-219 ms; frames of 256 KiB or 1 MiB were no better. Ranks still overlap
+/// segments: a segment a peer started is started on its first frame.
 const NETWORK_SEGMENT_BYTES: usize = 512 << 10;
 /// See [`NETWORK_SEGMENT_BYTES`].
-const NETWORK_SEGMENT_WINDOW: u32 = 2;
+const NETWORK_SEGMENT_WINDOW: u32 = 1;
 
 /// Bytes a protocol's frame carries beyond its segment's values: rank trailers, the weight of
 /// an average, piece headers.

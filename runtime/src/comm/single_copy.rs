@@ -47,6 +47,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::saved_input::SavedInput;
+use super::vector_ring::announce_mismatch;
 use crate::transport::shm::cross_memory::{self, CrossMemoryError, PeerRegion};
 
 /// Elements combined per read in the reduce-scatter: the bounce buffer they pass through stays
@@ -500,14 +501,9 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         if matches!(self.phase, Phase::Done | Phase::Aborted) {
             return;
         }
-        let header = self
-            .header(KIND_SHAPE_MISMATCH, 0)
-            .with_aux(u64::from(peer.0));
-        let named = [remote.1, remote.0 as u64];
-        for to in (0..self.size).map(Rank).filter(|&to| to != self.rank) {
-            out.send(to, header, ValuesRef::U64(&named));
-            self.counters.messages_sent += 1;
-        }
+        let header = self.header(KIND_SHAPE_MISMATCH, 0);
+        announce_mismatch(out, header, (self.rank, self.size), peer, remote);
+        self.counters.messages_sent += u64::from(self.size.saturating_sub(1));
         let local = (T::DTYPE, self.data.len() as u64);
         self.stop(
             AbortReason::ShapeMismatch {
