@@ -52,6 +52,7 @@ pub fn open_network(
                 bind_ip: options.bind_ip,
                 job_token: options.job_token,
                 resolver: Box::new(resolver),
+                spin: options.spin,
             })?))
         }
         #[cfg(feature = "ucx")]

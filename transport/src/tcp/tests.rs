@@ -39,6 +39,7 @@ fn transport(rank: u32, size: u32, directory: &Directory) -> TcpTransport {
         bind_ip: Ipv4Addr::LOCALHOST.into(),
         job_token: TOKEN,
         resolver,
+        spin: Duration::ZERO,
     })
     .unwrap();
     let addr = transport.local_address().parse().unwrap();
