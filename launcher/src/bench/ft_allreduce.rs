@@ -193,9 +193,13 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-fn measure(args: &BenchArgs, ulfm: Option<&UlfmAllreduce>, n: u32, bytes: u64) -> FtAllreduceRow {
+fn measure(
+    args: &BenchArgs,
+    ulfm: Option<&UlfmAllreduce>,
+    (n, bytes): (u32, u64),
+    iters: u32,
+) -> FtAllreduceRow {
     let len = (bytes / 8) as usize;
-    let iters = args.iters.clamp(3, MAX_ITERS);
     let victim = n / 2;
     let mut row = FtAllreduceRow {
         n,
@@ -263,14 +267,17 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     let dir = tempdir()?;
     let ulfm = UlfmAllreduce::build(&args.ulfm_prefix, args.mpi_prebuilt.as_deref(), &dir);
+    // Each fault-free median runs `iters` operations of a job and each crash run a job of its
+    // own: the range keeps a row to minutes, and the table says what it used.
+    let iters = args.iters.clamp(3, MAX_ITERS);
     let mut rows = Vec::new();
     for &n in &sizes {
         for &b in &bytes {
-            rows.push(measure(args, ulfm.as_ref(), n, b));
+            rows.push(measure(args, ulfm.as_ref(), (n, b), iters));
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    print_table(&rows, args.out_of_place);
+    print_table(&rows, args.out_of_place, (args.iters, iters));
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -278,13 +285,19 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_table(rows: &[FtAllreduceRow], out_of_place: bool) {
+fn print_table(rows: &[FtAllreduceRow], out_of_place: bool, (asked, iters): (u32, u32)) {
     let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
     let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
     println!(
         "allreduce of doubles ({}), slowest survivor, medians in us; the crash kills rank n/2 halfway",
         if out_of_place { "ftcoll out of place" } else { "ftcoll in place" }
     );
+    let bounded = if asked == iters {
+        String::new()
+    } else {
+        format!(" (--iters {asked} is outside 3..={MAX_ITERS})")
+    };
+    println!("fault-free medians over {iters} operations{bounded}");
     println!(
         "{:>4} {:>10} {:>9} {:>9} {:>6} {:>10} {:>7} {:>10} {:>9} {:>10} {:>8}",
         "n",
