@@ -157,6 +157,9 @@ pub struct Tolerance {
 /// Which operators an algorithm computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operators {
+    /// Every operator that applies to the vector's element type: sum, avg, prod, min, max,
+    /// and band, bor, bxor over integers.
+    Any,
     /// sum, avg, min, max over numbers.
     Arithmetic,
     /// sum and avg only (mass-conserving or sampling algorithms).
@@ -171,6 +174,7 @@ impl Operators {
     /// Whether `op` is one of them.
     pub fn admits(self, op: ReduceOp) -> bool {
         match self {
+            Operators::Any => op != ReduceOp::RankUnion,
             Operators::Arithmetic => matches!(
                 op,
                 ReduceOp::Sum | ReduceOp::Average | ReduceOp::Min | ReduceOp::Max
@@ -298,7 +302,7 @@ const RDB: Descriptor = Descriptor {
     kind: Kind::RecursiveDoubling { approximate: false },
     runs: BOTH,
     tolerates: NONE,
-    operators: Operators::Arithmetic,
+    operators: Operators::Any,
     payload: ANY_NUMERIC_SEGMENTED,
 };
 
@@ -320,7 +324,7 @@ const DIRECT: Descriptor = Descriptor {
     kind: Kind::Direct,
     runs: BOTH,
     tolerates: NONE,
-    operators: Operators::Arithmetic,
+    operators: Operators::Any,
     payload: ANY_NUMERIC_SEGMENTED,
 };
 
@@ -342,7 +346,7 @@ const CHAIN_REDUCE: Descriptor = Descriptor {
     kind: Kind::Chain(crate::chain::ChainMode::Reduce),
     runs: BOTH,
     tolerates: NONE,
-    operators: Operators::Arithmetic,
+    operators: Operators::Any,
     payload: ANY_NUMERIC_SEGMENTED,
 };
 
@@ -353,7 +357,7 @@ const RING: Descriptor = Descriptor {
     kind: Kind::Ring,
     runs: BOTH,
     tolerates: NONE,
-    operators: Operators::Arithmetic,
+    operators: Operators::Any,
     payload: ANY_NUMERIC_SEGMENTED,
 };
 

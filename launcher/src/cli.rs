@@ -206,7 +206,8 @@ pub struct RunArgs {
     /// Run headless: print a summary instead of opening the console.
     #[arg(long)]
     pub no_tui: bool,
-    /// Reduction operator: sum, avg, min, max.
+    /// Reduction operator: sum, avg, min, max; with rdb, direct, ring and chain-reduce also
+    /// prod, and band, bor, bxor over integer vectors (--dtype i32, i64, u32, u64).
     #[arg(long, default_value = "sum")]
     pub op: String,
     /// Input distribution: uniform (0,1), int (0..=1000), ones, rank.

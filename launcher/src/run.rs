@@ -175,6 +175,16 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
         algo.kind(),
         ftcoll_runtime::job::Kind::Ring | ftcoll_runtime::job::Kind::FtRing
     );
+    // The agreement's operators work on its bit words, which the simulator has; the vector
+    // algorithms' bitwise operators need integer vectors, which it has not.
+    let vector_operators = algo.descriptor().operators == ftcoll_algos::registry::Operators::Any;
+    if args.sim && vector_operators && !spec.op.applies_to(ftcoll_algos::values::Dtype::F64) {
+        bail!(
+            "--op {} needs integer vectors, which only real runs have (the simulator reduces \
+             f64): drop --sim and add --dtype i32, i64, u32 or u64",
+            spec.op.name()
+        );
+    }
     if args.out_of_place && args.sim {
         bail!("--out-of-place applies to real runs only; drop it or --sim");
     }

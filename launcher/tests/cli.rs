@@ -118,6 +118,18 @@ fn the_determinism_check_passes() {
 fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
     let cases: &[(&[&str], &str)] = &[
         (&["--sim", "--algo", "nosuch"], "unknown algorithm"),
+        (
+            &["--sim", "--algo", "rdb", "--op", "bxor"],
+            "drop --sim and add --dtype",
+        ),
+        (
+            &["--algo", "ring", "--op", "band", "--len", "10"],
+            "does not apply to f64 vectors",
+        ),
+        (
+            &["--algo", "corrected-allreduce", "--op", "prod"],
+            "cannot compute 'prod'",
+        ),
         (&["--sim", "-n", "0"], "at least one rank"),
         (
             &["--sim", "--algo", "pfcc", "--tau=-1"],

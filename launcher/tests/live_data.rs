@@ -239,3 +239,19 @@ fn reduce_scatter_allgather_and_the_out_of_place_allreduce_are_exact() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("every collective exact"));
     }
 }
+
+#[test]
+fn products_and_bitwise_operators_over_integer_vectors_are_exact() {
+    // Judged against the aggregate built in the vector's type (a product wraps, and a bitwise
+    // operator has no f64 form); long enough for the ring's segments and the sampled report.
+    for (algo, op, dtype) in [
+        ("ring", "bxor", "u64"),
+        ("rdb", "prod", "i32"),
+        ("ring", "band", "i64"),
+    ] {
+        let args = [
+            "-n", "3", "--algo", algo, "--op", op, "--dtype", dtype, "--len", "300000",
+        ];
+        exact_job(&args, &[], &format!("typed-{algo}-{op}.json"));
+    }
+}

@@ -1,6 +1,6 @@
 //! What a real job did, and how it is printed and written.
 
-use ftcoll_algos::values::{digest, Dtype, Element, Values};
+use ftcoll_algos::values::{digest, Dtype};
 use ftcoll_algos::ReduceOp;
 use ftcoll_runtime::control::REPORT_SAMPLE_ELEMS;
 use ftcoll_runtime::control::{FailureCause, OpReport};
@@ -10,9 +10,11 @@ use ftcoll_runtime::transport::TransportKind;
 use serde::Serialize;
 
 mod limits;
+mod typed;
 mod verdict;
 
 use limits::{max_streamed_failures, MAX_ENUMERATED_FAILURES};
+use typed::{as_f64, digest_as, integer_aggregate};
 use verdict::{exact_inputs, rounding_bound, unfinished_operations, verdict, Judged};
 
 /// One failure of a real job.
@@ -213,22 +215,6 @@ fn streamed_aggregate_of(job: &BuiltinJob, ranks: Vec<u32>) -> Vec<f64> {
     acc
 }
 
-/// The digest of `values` converted to `dtype`, as a rank digests its result.
-fn digest_as(dtype: Dtype, values: &[f64]) -> u64 {
-    fn cast<T: Element>(xs: &[f64]) -> Vec<T> {
-        xs.iter().map(|&x| T::from_f64(x)).collect()
-    }
-    let typed = match dtype {
-        Dtype::F32 => Values::F32(cast(values)),
-        Dtype::I32 => Values::I32(cast(values)),
-        Dtype::I64 => Values::I64(cast(values)),
-        Dtype::U32 => Values::U32(cast(values)),
-        Dtype::U64 => Values::U64(cast(values)),
-        Dtype::F64 | Dtype::Empty | Dtype::RankIds => Values::F64(values.to_vec()),
-    };
-    digest(typed.as_ref())
-}
-
 /// One result a fault-tolerant job may return.
 enum Admissible {
     /// The whole vector.
@@ -312,12 +298,16 @@ impl LiveOutcome {
         } else {
             generate_inputs(job.input, self.n, job.len, job.seed)
         };
-        let exact = if sampled {
-            streamed_aggregate(job, self.n)
-        } else {
-            self.small_expected(job, &inputs)
+        let integer = integer_aggregate(job, self.n);
+        let exact = match &integer {
+            Some(values) => as_f64(values),
+            None if sampled => streamed_aggregate(job, self.n),
+            None => self.small_expected(job, &inputs),
         };
-        let expected_digest = sampled.then(|| digest_as(job.dtype, &exact));
+        let expected_digest = sampled.then(|| match &integer {
+            Some(values) => digest(values.as_ref()),
+            None => digest_as(job.dtype, &exact),
+        });
         let admissible = if sampled {
             self.admissible_streamed(job)
         } else {

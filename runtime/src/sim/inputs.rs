@@ -75,7 +75,8 @@ pub fn generate_inputs(kind: InputKind, n: u32, len: usize, seed: u64) -> Vec<f6
 }
 
 /// The exact aggregate of `inputs` (rank-major, `len` per rank) over the ranks for which
-/// `included` is true: compensated sums for sum and average, exact for min and max.
+/// `included` is true: compensated sums for sum and average, exact for min and max, products
+/// in rank order.
 pub fn exact_aggregate(
     op: ReduceOp,
     inputs: &[f64],
@@ -90,6 +91,7 @@ pub fn exact_aggregate(
             match op {
                 ReduceOp::Min => column.fold(f64::INFINITY, f64::min),
                 ReduceOp::Max => column.fold(f64::NEG_INFINITY, f64::max),
+                ReduceOp::Prod => column.product(),
                 ReduceOp::Average => {
                     let mut acc = CompensatedSum::default();
                     let mut count = 0usize;

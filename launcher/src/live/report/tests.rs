@@ -304,3 +304,27 @@ fn sums_of_uniform_inputs_are_judged_within_their_rounding() {
     assert!(judge(&job, sum - inputs[2]).wrong().is_some());
     assert!(judge(&job, sum + inputs[0]).wrong().is_some());
 }
+
+#[test]
+fn integer_products_and_bitwise_results_are_judged_in_their_type() {
+    // Four ranks of ones: the xor is 0, the and 1; as u64 both exact, and 1 ulp is wrong.
+    let xor = BuiltinJob {
+        dtype: Dtype::U64,
+        ..ring_job(ReduceOp::BitXor, InputKind::Ones)
+    };
+    assert_eq!(judge(&xor, 0.0).wrong(), None);
+    assert!(judge(&xor, 1.0).wrong().is_some());
+    let and = BuiltinJob {
+        dtype: Dtype::I32,
+        ..ring_job(ReduceOp::BitAnd, InputKind::Ones)
+    };
+    assert!(judge(&and, 1.0).exact);
+    assert!(judge(&and, 0.0).wrong().is_some());
+    // A wrapped product: rank ids 0..4 multiply to 0, whatever the width.
+    let prod = BuiltinJob {
+        dtype: Dtype::U32,
+        ..ring_job(ReduceOp::Prod, InputKind::RankId)
+    };
+    assert!(judge(&prod, 0.0).exact);
+    assert!(judge(&prod, 6.0).wrong().is_some());
+}

@@ -47,15 +47,17 @@ pub(super) fn unfinished_operations(
 /// Whether the job's inputs make every admissible aggregate exact in double precision (sums,
 /// minima and maxima of integers), so that a result can be judged equal to one or not.
 pub(super) fn exact_inputs(job: &BuiltinJob) -> bool {
-    !matches!(job.input, InputKind::Uniform)
-        && matches!(job.op, ReduceOp::Sum | ReduceOp::Min | ReduceOp::Max)
+    super::typed::judged_in_its_type(job)
+        || (!matches!(job.input, InputKind::Uniform)
+            && matches!(job.op, ReduceOp::Sum | ReduceOp::Min | ReduceOp::Max))
 }
 
 /// The largest relative error a right result may show, from the expected aggregate the
 /// launcher computes in f64 over `n` inputs: 0 where every admissible aggregate is exact
-/// (sums, minima and maxima of integers); an average of integers rounds where it divides and
-/// where it is stored in the vector's type; a sum of uniform inputs, all positive, rounds at
-/// each of its n − 1 additions in whatever order an algorithm takes them (the bound is four
+/// (sums, minima and maxima of integers; products and bitwise operators over integer vectors,
+/// built in their type); an average of integers rounds where it divides and where it is stored
+/// in the vector's type; a float product, and a sum of uniform inputs, all positive, round at
+/// each of their n − 1 steps in whatever order an algorithm takes them (the bound is four
 /// times the sum of those roundings, and a lost or doubled input, at least about 1/n of the
 /// sum, is far above it at f64). Every result is judged against it: a bound of 0 asks for
 /// the exact aggregate, the same at every rank.
@@ -67,8 +69,8 @@ pub(super) fn rounding_bound(job: &BuiltinJob, n: u32) -> f64 {
         Dtype::F32 => f64::from(f32::EPSILON),
         _ => f64::EPSILON,
     };
-    match job.input {
-        InputKind::Uniform => 4.0 * f64::from(n.max(1)) * unit,
+    match (job.input, job.op) {
+        (InputKind::Uniform, _) | (_, ReduceOp::Prod) => 4.0 * f64::from(n.max(1)) * unit,
         _ => 4.0 * unit,
     }
 }
