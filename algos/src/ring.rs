@@ -22,13 +22,20 @@ use crate::time::Time;
 use crate::values::{ReduceOp, Values, ValuesRef};
 use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
-/// Vectors from this many bytes on go around the ring in the library's allreduce (below,
-/// recursive doubling's log2 N steps cost less than the ring's 2(N − 1)), however the ranks
-/// are placed. On the lent 16-core machine with a core per rank the ring was below recursive
-/// doubling from 64 KiB at 6, 8 and 16 ranks (16 ranks: 64 KiB 0.06-0.07 ms against 0.14, 1
-/// MiB 1.2-1.3 against 3.4-3.6, 16 MiB 31-32 against 66-75); on the 2-core development VM, with
-/// ranks sharing cores, from 64 KiB too. See docs/performance.md.
-pub const RING_MIN_BYTES: usize = 64 << 10;
+/// Vectors from this many bytes on go around the ring in the library's allreduce over shared
+/// memory (below, recursive doubling's log2 N steps cost less than the ring's 2(N − 1)),
+/// however the ranks are placed. With the ring working on the caller's vector, on the 2-core
+/// development VM (`bench allreduce --algo rdb|ring`, 3 runs, µs) the ring was behind at 4
+/// KiB (n = 2: 2.32 against 2.09; n = 4 on 2 cores: 16.0 against 14.4) and ahead from 8 KiB
+/// (2.92 against 3.23; 16.1 against 17.4); on the lent 16-core machine with a core per rank
+/// it was ahead at 16 KiB at 2, 4, 8 and 16 ranks (n = 16: 37 against 42; 64 KiB: 70
+/// against 137). See docs/performance.md.
+pub const RING_MIN_BYTES: usize = 8 << 10;
+
+/// The same threshold over a network transport, where each of the ring's 2(N − 1) steps
+/// costs a system call and a wake-up: over TCP on the development VM the ring was behind up
+/// to 32 KiB (n = 4: 107 against 95 µs) and ahead from 64 KiB (130 against 153).
+pub const RING_MIN_BYTES_NETWORK: usize = 64 << 10;
 
 /// Whether an allreduce of `bytes` over `size` ranks should take the ring, given the
 /// threshold `min_bytes` (normally [`RING_MIN_BYTES`]).

@@ -289,12 +289,15 @@ fn allgather_under_the_shell_puts_chunks_in_their_blocks() {
     }
 }
 
-/// The measured threshold: the ring from 64 KiB, for any number of ranks.
+/// The measured thresholds: the ring from 8 KiB over shared memory and from 64 KiB over a
+/// network, for any number of ranks.
 #[test]
-fn the_ring_takes_vectors_from_64_kib() {
+fn the_ring_takes_vectors_from_the_measured_thresholds() {
     for size in [2, 3, 4, 8, 16, 64] {
-        assert!(!prefer_ring(size, (64 << 10) - 8, RING_MIN_BYTES));
-        assert!(prefer_ring(size, 64 << 10, RING_MIN_BYTES));
+        assert!(!prefer_ring(size, (8 << 10) - 8, RING_MIN_BYTES));
+        assert!(prefer_ring(size, 8 << 10, RING_MIN_BYTES));
+        assert!(!prefer_ring(size, (64 << 10) - 8, RING_MIN_BYTES_NETWORK));
+        assert!(prefer_ring(size, 64 << 10, RING_MIN_BYTES_NETWORK));
     }
     assert!(!prefer_ring(1, 1 << 20, RING_MIN_BYTES));
 }
