@@ -52,16 +52,17 @@ run() {
   export PATH="$ompi/bin:$PATH" LD_LIBRARY_PATH="$ompi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   local launch=("$here/$dir/ftcoll-launch")
   local common=(--mpi-prebuilt "$here/$dir/mpi" --ulfm-prefix "$ompi")
-  local cores sizes ft_sizes small_iters repeat big ft_bytes threshold_bytes ring_bytes
+  local cores sizes ft_sizes small_iters repeat big ft_bytes threshold_bytes ring_bytes tcp_bytes
   cores="$(nproc)"
   sizes=2,4,8,16
   ft_sizes=4,8,16
   small_iters=20000
   repeat=3
-  big=65536,1048576,16777216,134217728
+  big=16384,65536,1048576,16777216,134217728
   ft_bytes=1048576,16777216
+  tcp_bytes=1048576,16777216
   threshold_bytes=262144,524288,1048576,2097152
-  ring_bytes=16384,65536,262144
+  ring_bytes=2048,4096,8192,16384
   if [ "${QUICK:-0}" = 1 ]; then
     sizes=2
     ft_sizes=3
@@ -69,8 +70,9 @@ run() {
     repeat=1
     big=65536,1048576
     ft_bytes=1048576
+    tcp_bytes=1048576
     threshold_bytes=524288,1048576
-    ring_bytes=16384,65536
+    ring_bytes=4096,8192
   fi
   {
     echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
@@ -102,8 +104,17 @@ run() {
       --bytes "$ft_bytes" --repeat "$repeat" --iters 10 --out-of-place "${common[@]}" \
       --json "$out/ft-allreduce-$n.json"
   done
+  if [ "${QUICK:-0}" != 1 ]; then
+    local most="${ft_sizes##*,}"
+    step "ft-allreduce-$most-128m" 150 "${launch[@]}" bench ft-allreduce --sizes "$most" \
+      --bytes 134217728 --repeat "$repeat" --iters 5 --out-of-place "${common[@]}" \
+      --json "$out/ft-allreduce-$most-128m.json"
+  fi
+  # TCP on one node, both sides over loopback sockets.
+  step tcp 120 "${launch[@]}" bench allreduce --transport tcp --sizes "$sizes" \
+    --bytes "$tcp_bytes" --iters 50 --mpi openmpi "${common[@]}" --json "$out/tcp.json"
   # The pick's thresholds, measured where ranks have cores: the single copy against the
-  # segment around 1 MiB, and the ring against recursive doubling around 64 KiB.
+  # segment around 1 MiB, and the ring against recursive doubling around 8 KiB.
   local never=$((1 << 40))
   for n in ${sizes//,/ }; do
     for from in "$never" 65536; do
