@@ -124,7 +124,7 @@ run() {
     done
     for algo in rdb ring; do
       step "ring-min-$algo-n$n" 60 "${launch[@]}" bench allreduce --sizes "$n" \
-        --bytes "$ring_bytes" --iters 1000 --algo "$algo" --mpi none \
+        --bytes "$ring_bytes" --iters 1000 --repeat "$repeat" --algo "$algo" --mpi none \
         --json "$out/ring-min-$algo-n$n.json"
     done
   done
