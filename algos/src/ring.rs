@@ -23,14 +23,31 @@ use crate::values::{ReduceOp, Values, ValuesRef};
 use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
 /// Vectors from this many bytes on go around the ring in the library's allreduce over shared
-/// memory (below, recursive doubling's log2 N steps cost less than the ring's 2(N − 1)),
-/// however the ranks are placed. With the ring working on the caller's vector, on the 2-core
-/// development VM (`bench allreduce --algo rdb|ring`, 3 runs, µs) the ring was behind at 4
-/// KiB (n = 2: 2.32 against 2.09; n = 4 on 2 cores: 16.0 against 14.4) and ahead from 8 KiB
-/// (2.92 against 3.23; 16.1 against 17.4); on the lent 16-core machine with a core per rank
-/// it was ahead at 16 KiB at 2, 4, 8 and 16 ranks (n = 16: 37 against 42; 64 KiB: 70
-/// against 137). See docs/performance.md.
+/// memory, up to 8 ranks (below, recursive doubling's log2 N steps cost less than the ring's
+/// 2(N − 1)), however the ranks are placed. With the ring working on the caller's vector, on
+/// the 2-core development VM (`bench allreduce --algo rdb|ring`, 3 runs, µs) the ring was
+/// behind at 4 KiB (n = 2: 2.32 against 2.09; n = 4 on 2 cores: 16.0 against 14.4) and ahead
+/// from 8 KiB (2.92 against 3.23; 16.1 against 17.4). On the lent 16-core machine with a
+/// core per rank it was behind everywhere at 4 KiB, and at 8 KiB ahead at 2 and 8 ranks,
+/// behind at 4 (9.1 against 8.4) and well behind at 16 (29.6 against 21.9), about even at 16
+/// ranks and 16 KiB (37.0 against 34.5, 37.5 against 42.3), ahead from 64 KiB. See
+/// docs/performance.md and [`ring_min_bytes`].
 pub const RING_MIN_BYTES: usize = 8 << 10;
+
+/// How the shared-memory threshold grows past 8 ranks: the ring's 2(N − 1) steps against
+/// recursive doubling's log2 N.
+pub const RING_MIN_BYTES_PER_RANK: usize = 1 << 10;
+
+/// From how many bytes an allreduce over `size` ranks takes the ring: on shared memory
+/// [`RING_MIN_BYTES`], or [`RING_MIN_BYTES_PER_RANK`] times the ranks where that is more
+/// (16 KiB at 16 ranks); over a network [`RING_MIN_BYTES_NETWORK`].
+pub fn ring_min_bytes(size: u32, network: bool) -> usize {
+    if network {
+        RING_MIN_BYTES_NETWORK
+    } else {
+        RING_MIN_BYTES.max(size as usize * RING_MIN_BYTES_PER_RANK)
+    }
+}
 
 /// The same threshold over a network transport, where each of the ring's 2(N − 1) steps
 /// costs a system call and a wake-up: over TCP on the development VM the ring was behind up
@@ -38,7 +55,7 @@ pub const RING_MIN_BYTES: usize = 8 << 10;
 pub const RING_MIN_BYTES_NETWORK: usize = 64 << 10;
 
 /// Whether an allreduce of `bytes` over `size` ranks should take the ring, given the
-/// threshold `min_bytes` (normally [`RING_MIN_BYTES`]).
+/// threshold `min_bytes` (normally [`ring_min_bytes`]).
 pub fn prefer_ring(size: u32, bytes: usize, min_bytes: usize) -> bool {
     size >= 2 && bytes >= min_bytes
 }

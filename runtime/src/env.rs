@@ -26,7 +26,7 @@
 //! | `FTCOLL_OP_TIMEOUT_MS` | a rank's time limit for one collective, in ms (default 600 000) |
 //! | `FTCOLL_SMALL_ALLREDUCE` | `auto`, `rdb` or `direct`: the small allreduce ([`SmallAllreduce`]) |
 //! | `FTCOLL_SEGMENT_BYTES` | largest segment of a user vector one frame carries, in bytes (default: what the transport's frames hold) |
-//! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default 65536) |
+//! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default: 8192 on shared memory up to 8 ranks, 1024 per rank above; 65536 over a network) |
 //! | `FTCOLL_SINGLE_COPY` | `auto` (default) or `off`: on shared memory, the ring allreduce reads each block straight from the neighbour's vector (`process_vm_readv`) where the kernel allows it; `off` moves blocks through the shared segment |
 //! | `FTCOLL_SINGLE_COPY_MIN_BYTES` | vectors from this many bytes on take the single-copy ring (default 1 MiB) |
 //! | `FTCOLL_SEGMENT_WINDOW` | segments a rank starts before the first completes (default 8) |
@@ -82,7 +82,7 @@ pub struct RankEnv {
     /// see `Communicator`'s shell).
     pub segment_window: Option<u32>,
     /// `FTCOLL_RING_MIN_BYTES`: from how many bytes the allreduce takes the ring (unset:
-    /// [`ftcoll_algos::ring::RING_MIN_BYTES`]).
+    /// [`ftcoll_algos::ring::ring_min_bytes`]).
     pub ring_min_bytes: Option<usize>,
     /// `FTCOLL_SINGLE_COPY`: whether the ring allreduce may read peers' vectors directly on
     /// shared memory (`auto`, the default), or not (`off`).

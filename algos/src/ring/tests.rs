@@ -301,3 +301,12 @@ fn the_ring_takes_vectors_from_the_measured_thresholds() {
     }
     assert!(!prefer_ring(1, 1 << 20, RING_MIN_BYTES));
 }
+
+#[test]
+fn the_shared_memory_threshold_grows_past_eight_ranks() {
+    assert_eq!(ring_min_bytes(2, false), 8 << 10);
+    assert_eq!(ring_min_bytes(8, false), 8 << 10);
+    assert_eq!(ring_min_bytes(16, false), 16 << 10);
+    assert_eq!(ring_min_bytes(64, false), 64 << 10);
+    assert_eq!(ring_min_bytes(16, true), 64 << 10);
+}

@@ -28,6 +28,11 @@ const MAX_ITERS: u32 = 10_000_000;
 const BYTES_PER_SIZE: u64 = 4 << 30;
 /// Fewest timed operations of a size.
 const MIN_ITERS: u32 = 10;
+/// Bytes the untimed warm-up of a size moves, up to `--warmup` operations. A job's first
+/// milliseconds can run several times slower (on the lent 16-core machine, 16 KiB at n = 8
+/// took 85 µs per operation after 12 warm-up operations and 23 µs after 200), so the warm-up
+/// does not shrink with `--iters`, only with the vector.
+const WARMUP_BYTES: u64 = 256 << 20;
 /// Largest vector the sweep takes (2^27 doubles per rank).
 const MAX_BYTES: u64 = 1 << 30;
 
@@ -235,6 +240,11 @@ pub fn parse_bytes(text: &str) -> anyhow::Result<Vec<u64>> {
 fn iters_for(bytes: u64, max: u32) -> u32 {
     let budget = (BYTES_PER_SIZE / bytes).min(u64::from(max)) as u32;
     budget.max(MIN_ITERS).min(max.max(1))
+}
+
+/// Untimed operations before the timed ones at `bytes`: `max`, fewer for large vectors.
+fn warmup_for(bytes: u64, max: u32) -> u32 {
+    (WARMUP_BYTES / bytes.max(1)).clamp(2, u64::from(max.max(2))) as u32
 }
 
 /// The copy bandwidth of this machine: a `bytes`-long copy (at least 64 MiB, past the caches),
@@ -449,7 +459,7 @@ pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
     for &n in &sizes {
         for &b in &bytes {
             let iters = iters_for(b, args.iters);
-            let warm = args.warmup.min(iters / 10 + 2);
+            let warm = warmup_for(b, args.warmup);
             eprintln!("n = {n}, {b} bytes: ftcoll ({iters} operations)");
             let shape = (n, transport, pages);
             let timing = (iters, warm);
@@ -572,6 +582,15 @@ mod tests {
         assert_eq!(iters_for(128 << 20, 2000), 32);
         assert_eq!(iters_for(1 << 30, 2000), MIN_ITERS);
         assert_eq!(iters_for(1 << 30, 3), 3);
+    }
+
+    #[test]
+    fn the_warm_up_shrinks_with_the_vector_not_with_the_timed_operations() {
+        assert_eq!(warmup_for(16 << 10, 200), 200);
+        assert_eq!(warmup_for(16 << 20, 200), 16);
+        assert_eq!(warmup_for(128 << 20, 200), 2);
+        assert_eq!(warmup_for(1 << 30, 200), 2);
+        assert_eq!(warmup_for(8, 0), 2);
     }
 
     #[test]

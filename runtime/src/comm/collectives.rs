@@ -8,15 +8,15 @@ use ftcoll_algos::corrected::{
 use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig, Placement};
 use ftcoll_algos::protocol::{SegmentPlan, Segmented, ShellConfig};
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
-use ftcoll_algos::ring::{prefer_ring, RING_MIN_BYTES, RING_MIN_BYTES_NETWORK};
+use ftcoll_algos::ring::{prefer_ring, ring_min_bytes};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
 use super::run::Slack;
 use super::vector_ring::VectorRing;
 use super::{CommError, Communicator};
-use crate::transport::TransportKind;
 use crate::env::SmallAllreduce;
+use crate::transport::TransportKind;
 
 /// Options of the corrected-tree collectives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,19 +93,14 @@ impl Communicator {
         } else if prefer_ring(
             self.size(),
             bytes,
-            self.env.ring_min_bytes.unwrap_or(self.ring_min_bytes()),
+            self.env.ring_min_bytes.unwrap_or(ring_min_bytes(
+                self.size(),
+                self.transport() != TransportKind::Shm,
+            )),
         ) {
             AllreducePick::Ring
         } else {
             AllreducePick::Rdb
-        }
-    }
-
-    /// From how many bytes the allreduce takes the ring on this communicator's transport.
-    fn ring_min_bytes(&self) -> usize {
-        match self.transport() {
-            TransportKind::Shm => RING_MIN_BYTES,
-            TransportKind::Tcp | TransportKind::Ucx | TransportKind::Ofi => RING_MIN_BYTES_NETWORK,
         }
     }
 
