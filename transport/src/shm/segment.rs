@@ -324,6 +324,29 @@ impl Segment {
         };
     }
 
+    /// How many pages of the ring of lane `lane` of `rank`'s inbox are in memory (`mincore`).
+    #[cfg(test)]
+    pub(crate) fn resident_lane_pages(&self, rank: u32, lane: u32) -> (usize, usize) {
+        let page = 4096;
+        let base = self.map.as_mut_ptr() as usize;
+        let start = base + self.lane_offset(rank, lane) + LANE_HEADER_BYTES;
+        let first = start.next_multiple_of(page);
+        let last = (start + self.geometry.lane_bytes as usize) / page * page;
+        let pages = (last - first) / page;
+        let mut flags = vec![0u8; pages];
+        // SAFETY: the range lies inside this live mapping, on page boundaries; `flags` holds
+        // one byte per page.
+        let rc = unsafe {
+            libc::mincore(
+                first as *mut libc::c_void,
+                last - first,
+                flags.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0, "mincore failed");
+        (flags.iter().filter(|&&f| f & 1 != 0).count(), pages)
+    }
+
     /// The lane `lane` of `rank`'s inbox.
     pub fn lane(&self, rank: u32, lane: u32) -> Lane<'_> {
         let base = self.lane_offset(rank, lane);
