@@ -53,40 +53,6 @@ pub fn default_lane_bytes(ranks: u32) -> u32 {
     pow2.clamp(u64::from(DEFAULT_LANE_BYTES), 2 << 20) as u32
 }
 
-/// Lane bytes a rank maps ahead of use for the lanes it writes in other inboxes.
-const PREFAULT_WRITE_BUDGET_BYTES: u64 = 32 << 20;
-
-/// Maps ahead the lanes rank `me` will use (see [`Segment::prefault_lane`]): those of its inbox
-/// that senders write, and, within a budget, the lane it writes in every other inbox. Where
-/// every rank has a lane of its own, only those lanes; otherwise every lane of its inbox. A
-/// segment whose lanes exceed the default lane budget (more than 512 ranks, or lanes the user
-/// sized) is left to be touched where used: populated whole, 4096 ranks' inboxes alone would
-/// take 512 MiB.
-fn prefault_lanes(segment: &Segment, me: u32) {
-    let Geometry {
-        ranks,
-        lanes,
-        lane_bytes,
-    } = segment.geometry();
-    let all_lanes = u64::from(ranks) * u64::from(lanes) * u64::from(lane_bytes);
-    if all_lanes > LANE_BUDGET_BYTES {
-        return;
-    }
-    let dedicated = ranks <= lanes;
-    for lane in 0..lanes {
-        let written = !dedicated || (0..ranks).any(|r| r != me && r % lanes == lane);
-        if written {
-            segment.prefault_lane(me, lane);
-        }
-    }
-    let write_side = u64::from(ranks.saturating_sub(1)) * u64::from(lane_bytes);
-    if write_side <= PREFAULT_WRITE_BUDGET_BYTES {
-        for to in (0..ranks).filter(|&to| to != me) {
-            segment.prefault_lane(to, me % lanes);
-        }
-    }
-}
-
 /// Bound on bytes queued for receivers without room.
 const MAX_QUEUED_BYTES: usize = 256 << 20;
 /// How long a waiting rank yields its core before it sleeps on the futex.
@@ -137,7 +103,6 @@ impl ShmTransport {
             });
         }
         let plain = segment.plain_publish();
-        prefault_lanes(&segment, me.0);
         Ok(ShmTransport {
             segment,
             me: me.0,

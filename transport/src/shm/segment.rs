@@ -295,58 +295,6 @@ impl Segment {
         self.atomic_u64(self.inbox_offset(rank) + 8)
     }
 
-    /// Maps the ring of lane `lane` of `rank`'s inbox into this process, writable, allocating
-    /// what no process touched yet, without changing a byte (`MADV_POPULATE_WRITE`, Linux
-    /// 5.14). Otherwise the first lap of a lane takes a page fault every 4 KiB, clearing a
-    /// page in most: a job's first milliseconds ran 2 to 4 times slower for it (2 ranks, 8
-    /// KiB, on the development VM and the lent 16-core machine). A kernel without the advice
-    /// leaves the faults where they were.
-    pub fn prefault_lane(&self, rank: u32, lane: u32) {
-        let start = self.lane_offset(rank, lane) + LANE_HEADER_BYTES;
-        let end = start + self.geometry.lane_bytes as usize;
-        let base = self.map.as_mut_ptr() as usize;
-        let page = 4096;
-        // Whole pages only, inside the mapping (which starts on a page).
-        let first = (base + start).next_multiple_of(page);
-        let last = (base + end) / page * page;
-        if last <= first {
-            return;
-        }
-        // SAFETY: the range lies inside this live mapping, on page boundaries; populating
-        // pages never changes their contents, so concurrent writers in other processes see
-        // nothing. An error leaves the mapping as it was.
-        let _ = unsafe {
-            libc::madvise(
-                first as *mut libc::c_void,
-                last - first,
-                libc::MADV_POPULATE_WRITE,
-            )
-        };
-    }
-
-    /// How many pages of the ring of lane `lane` of `rank`'s inbox are in memory (`mincore`).
-    #[cfg(test)]
-    pub(crate) fn resident_lane_pages(&self, rank: u32, lane: u32) -> (usize, usize) {
-        let page = 4096;
-        let base = self.map.as_mut_ptr() as usize;
-        let start = base + self.lane_offset(rank, lane) + LANE_HEADER_BYTES;
-        let first = start.next_multiple_of(page);
-        let last = (start + self.geometry.lane_bytes as usize) / page * page;
-        let pages = (last - first) / page;
-        let mut flags = vec![0u8; pages];
-        // SAFETY: the range lies inside this live mapping, on page boundaries; `flags` holds
-        // one byte per page.
-        let rc = unsafe {
-            libc::mincore(
-                first as *mut libc::c_void,
-                last - first,
-                flags.as_mut_ptr(),
-            )
-        };
-        assert_eq!(rc, 0, "mincore failed");
-        (flags.iter().filter(|&&f| f & 1 != 0).count(), pages)
-    }
-
     /// The lane `lane` of `rank`'s inbox.
     pub fn lane(&self, rank: u32, lane: u32) -> Lane<'_> {
         let base = self.lane_offset(rank, lane);
