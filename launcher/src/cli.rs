@@ -225,6 +225,11 @@ pub struct RunArgs {
     /// of in place; on shared memory the fault-tolerant ring then keeps no copy of its input.
     #[arg(long)]
     pub out_of_place: bool,
+    /// Real runs: the allreduce an application gets from `Communicator::allreduce`, picked by
+    /// size, rank count, placement and transport (recursive doubling, the direct exchange or
+    /// the ring, single copy on shared memory from 1 MiB), instead of the one --algo names.
+    #[arg(long)]
+    pub library_pick: bool,
     /// Network topology: full, hypercube, torus, ring, bus.
     #[arg(long)]
     pub topology: Option<String>,

@@ -188,8 +188,20 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     if args.out_of_place && args.sim {
         bail!("--out-of-place applies to real runs only; drop it or --sim");
     }
-    if args.out_of_place && !has_out_of_place {
-        bail!("--out-of-place applies to --algo ring and ft-ring; drop it, or pick one of those");
+    if args.library_pick && args.sim {
+        bail!(
+            "--library-pick applies to real runs only (the simulator runs the algorithm --algo \
+             names); drop it or --sim"
+        );
+    }
+    if args.library_pick && args.algo.is_some() {
+        bail!("--library-pick runs the allreduce the library picks; drop --algo, or drop --library-pick");
+    }
+    if args.out_of_place && !has_out_of_place && !args.library_pick {
+        bail!(
+            "--out-of-place applies to --algo ring and ft-ring and to --library-pick; drop it, \
+             or pick one of those"
+        );
     }
     if args.n == 0 {
         bail!("a job needs at least one rank; pass -n N with N >= 1");
@@ -369,12 +381,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The flags under the console: a gossip reduction unless an algorithm is named, repeated
+/// The flags under the console: a gossip reduction unless an algorithm is named (or the
+/// library's pick asked for), repeated
 /// until the user quits, slow enough on real ranks to watch.
 fn console_args(args: &RunArgs) -> RunArgs {
     let mut args = args.clone();
-    args.algo
-        .get_or_insert(crate::console::DEFAULT_CONSOLE_ALGO);
+    if !args.library_pick {
+        args.algo
+            .get_or_insert(crate::console::DEFAULT_CONSOLE_ALGO);
+    }
     if !args.sim {
         args.gossip_period
             .get_or_insert_with(|| crate::console::CONSOLE_GOSSIP_PERIOD.into());

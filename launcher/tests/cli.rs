@@ -280,6 +280,14 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
             "--out-of-place applies to --algo ring and ft-ring",
         ),
         (
+            &["-n", "2", "--library-pick", "--algo", "ring"],
+            "--library-pick runs the allreduce the library picks; drop --algo",
+        ),
+        (
+            &["--sim", "--library-pick"],
+            "--library-pick applies to real runs only",
+        ),
+        (
             &["--sim", "--algo", "ft-ring", "--out-of-place"],
             "--out-of-place applies to real runs only",
         ),

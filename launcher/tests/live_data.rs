@@ -7,8 +7,8 @@
 #[allow(dead_code)]
 mod common;
 
-/// Runs a built-in job that must succeed with an exact result, under `env`.
-fn exact_job(args: &[&str], env: &[(&str, &str)], name: &str) {
+/// Runs a built-in job that must succeed with an exact result, under `env`; its JSON report.
+fn exact_job(args: &[&str], env: &[(&str, &str)], name: &str) -> serde_json::Value {
     let _job = common::serialize();
     let path = common::scratch(name);
     let out = common::launcher()
@@ -29,6 +29,7 @@ fn exact_job(args: &[&str], env: &[(&str, &str)], name: &str) {
     assert_eq!(json["exact"], true, "{args:?}: {json}");
     assert_eq!(json["consistent"], true, "{args:?}: {json}");
     assert_eq!(json["ops_ok_all_ranks"], json["ops"], "{args:?}: {json}");
+    json
 }
 
 #[test]
@@ -109,9 +110,34 @@ fn fault_tolerant_collectives_move_vectors_larger_than_the_sockets_over_tcp() {
 }
 
 #[test]
-fn a_long_vector_segments_under_the_library_pick() {
+fn a_long_vector_segments_under_the_default_algorithm() {
     // No --algo: rdb, the built-in job's default, over more segments than the window.
     exact_job(&["-n", "2", "--len", "1000000"], &[], "default-long.json");
+}
+
+/// `--library-pick` runs what `Communicator::allreduce` picks at each size: recursive doubling
+/// at 8 bytes, the ring through the segment at 16 KiB, the single-copy ring from 1 MiB, and
+/// the ring over TCP, in place and out of place.
+#[test]
+fn the_library_pick_is_exact_at_every_size() {
+    for (len, extra) in [
+        ("1", &[][..]),
+        ("2048", &[][..]),
+        ("262144", &[][..]),
+        ("262144", &["--out-of-place"][..]),
+        ("262144", &["--dtype", "u64", "--op", "bxor"][..]),
+        ("131072", &["--transport", "tcp"][..]),
+    ] {
+        let mut args = vec!["-n", "3", "--library-pick", "--len", len, "--ops", "2"];
+        args.extend_from_slice(extra);
+        let json = exact_job(&args, &[], "library-pick.json");
+        assert_eq!(json["algo"], "allreduce (library pick)");
+        if len == "262144" && extra.is_empty() {
+            // The single-copy ring: 2N - 1 notices per rank and operation, where recursive
+            // doubling (the default) would send its vector in 12 segments per step.
+            assert_eq!(json["messages"], 2 * 3 * 5, "{json}");
+        }
+    }
 }
 
 #[test]

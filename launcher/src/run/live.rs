@@ -299,7 +299,11 @@ fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
     let algo = args.algo();
     let is_gossip = algo.gossip_rule().is_some();
     BuiltinJob {
-        algo: args.algo().name().to_string(),
+        algo: if args.library_pick {
+            "allreduce (library pick)".to_string()
+        } else {
+            args.algo().name().to_string()
+        },
         op,
         input,
         len: if algo == Algorithm::EraAgree {
@@ -406,6 +410,7 @@ fn builtin_spec(
         )
         .chain(console.then(|| "--paced".to_string()))
         .chain(args.out_of_place.then(|| "--out-of-place".to_string()))
+        .chain(args.library_pick.then(|| "--library-pick".to_string()))
         .chain(gossip_rank_args(args))
         .collect(),
         builtin: true,
