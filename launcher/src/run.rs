@@ -382,8 +382,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
 }
 
 /// The flags under the console: a gossip reduction unless an algorithm is named (or the
-/// library's pick asked for), repeated
-/// until the user quits, slow enough on real ranks to watch.
+/// library's pick asked for), repeated until the user quits, slow enough on real ranks to
+/// watch.
 fn console_args(args: &RunArgs) -> RunArgs {
     let mut args = args.clone();
     if !args.library_pick {
