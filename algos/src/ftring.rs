@@ -58,10 +58,12 @@ use crate::wire::{Frame, FrameError, OpId, MAX_ATTEMPT};
 
 mod agreement;
 mod attempt;
+mod corrected;
 
 pub use agreement::FtRingServer;
 use agreement::OpAgreement;
 pub use attempt::{AttemptRing, CopyingRing};
+pub use corrected::CorrectedAttempt;
 
 /// What a rank contributes to an attempt's agreement (the decision is the minimum).
 const MISMATCH: u64 = 0;
@@ -79,6 +81,10 @@ pub enum CommitRule {
     /// As soon as the local ring completes (wrong: another survivor may retry without a rank
     /// this one counted). Only the semantics checker's planted-bug control uses it.
     LocalCompletion,
+    /// After the agreement, but taking a completed attempt as complete even where some of its
+    /// segments left out a member that others counted (wrong: the vector mixes contributor
+    /// sets). Only the checker's control for attempts in corrected trees uses it.
+    MixedSegments,
 }
 
 /// One rank's fault-tolerant ring allreduce.
@@ -92,9 +98,8 @@ pub struct FtRingConfig {
     pub op: ReduceOp,
     /// The operation id every frame carries.
     pub op_id: OpId,
-    /// Elements a ring frame carries at most: a segment is this many per member of the attempt
-    /// (a frame holds one block of a segment, 1/members of it), so frames keep their size as
-    /// the ring shrinks.
+    /// Elements an attempt's frame carries at most: a ring's segment is this many per member
+    /// of the attempt (see [`AttemptRing::segment_elems`]).
     pub frame_elems: usize,
     /// Segments a rank starts ahead.
     pub window: u32,
@@ -162,6 +167,20 @@ impl FtRing {
     }
 }
 
+impl FtRing<CorrectedAttempt> {
+    /// A rank's instance whose attempts run the corrected-tree allreduce (001) in segments,
+    /// each tolerating `tolerate` failures (see [`CorrectedAttempt`]).
+    pub fn corrected(
+        config: FtRingConfig,
+        tolerate: u32,
+        correction: crate::corrected::Correction,
+    ) -> FtRing<CorrectedAttempt> {
+        let members: Vec<u32> = (0..config.size).collect();
+        let shell = Self::shell(&config, &members, 0);
+        FtRing::with_ring(config, CorrectedAttempt::new(shell, tolerate, correction))
+    }
+}
+
 impl<R: AttemptRing> FtRing<R> {
     /// A rank's instance whose attempts run `ring`.
     pub fn with_ring(config: FtRingConfig, ring: R) -> FtRing<R> {
@@ -190,14 +209,11 @@ impl<R: AttemptRing> FtRing<R> {
         ShellConfig {
             rank: Rank(position),
             size,
-            algo: Algorithm::Ring,
+            algo: R::FRAMES,
             op: config.op_id,
             reduce: config.op,
             plan: SegmentPlan {
-                segment_elems: config
-                    .frame_elems
-                    .max(1)
-                    .saturating_mul(size.max(1) as usize),
+                segment_elems: R::segment_elems(config.frame_elems, size),
                 window: config.window.max(1),
             },
             layout: Layout::Contiguous,
@@ -302,7 +318,8 @@ impl<R: AttemptRing> FtRing<R> {
 
     fn start_attempt(&mut self, now: Time, out: &mut Outbox) {
         self.stage = Stage::Ringing;
-        if self.members.iter().any(|r| self.known_failed.contains(*r)) {
+        let dead_member = self.members.iter().any(|r| self.known_failed.contains(*r));
+        if dead_member && !R::TOLERATES_FAILURES {
             // A member is known dead (before the start, or after this rank contributed to the
             // last agreement): the attempt cannot complete, so skip its ring and go to its
             // agreement at once, which then removes the member.
@@ -313,6 +330,14 @@ impl<R: AttemptRing> FtRing<R> {
         let shell = Self::shell(&self.config, &self.members, self.attempt);
         self.ring.restart(shell);
         self.start_ring(now, out);
+        if dead_member {
+            for position in 0..self.members.len() {
+                if self.known_failed.contains(self.members[position]) {
+                    let peer = Rank(position as u32);
+                    self.drive_ring(now, Input::PeerFailed { peer }, out);
+                }
+            }
+        }
         let held = std::mem::take(&mut self.held);
         for (from, bytes) in held {
             match Frame::decode(&bytes) {
@@ -338,7 +363,14 @@ impl<R: AttemptRing> FtRing<R> {
                 self.contribute(COMPLETED, out);
                 self.finish(now, out);
             }
-            Phase::Done => self.contribute(COMPLETED, out),
+            Phase::Done
+                if self.ring.counts_every_member()
+                    || self.config.commit == CommitRule::MixedSegments =>
+            {
+                self.contribute(COMPLETED, out)
+            }
+            // Done without some member in some segments: the result must not be returned.
+            Phase::Done => self.contribute(RETRY, out),
             Phase::Aborted => match self.ring.abort_reason() {
                 Some(AbortReason::ShapeMismatch {
                     peer,
@@ -489,10 +521,15 @@ impl<R: AttemptRing> FtRing<R> {
         }
         match Algorithm::from_wire(frame.header.algo) {
             Some(Algorithm::FtRing) => self.on_era_frame(now, from, frame, out),
-            Some(Algorithm::Ring) => {
+            Some(algo) if algo == R::FRAMES => {
                 let attempt = frame.header.stamp().attempt;
                 let over = !matches!(self.stage, Stage::Ringing | Stage::Idle);
-                if attempt < self.attempt || (attempt == self.attempt && over) {
+                let answers = R::TOLERATES_FAILURES && self.stage == Stage::Agreeing;
+                if attempt == self.attempt && answers {
+                    // Done here, the attempt may still owe a peer in it an answer; it cannot
+                    // move to the agreement again.
+                    self.on_ring_frame(now, from, frame, out);
+                } else if attempt < self.attempt || (attempt == self.attempt && over) {
                     // The ring of that attempt is over here.
                     self.stale += 1;
                 } else if attempt == self.attempt && self.stage == Stage::Ringing {

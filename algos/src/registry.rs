@@ -74,6 +74,9 @@ pub enum Algorithm {
     /// Fault-tolerant ring allreduce: ring attempts over the survivors, each closed by an
     /// agreement.
     FtRing = 21,
+    /// Fault-tolerant allreduce in segment-pipelined corrected trees: attempts over the
+    /// survivors, each closed by an agreement.
+    FtCorrected = 22,
 }
 
 /// Which state machine runs an algorithm, with what it needs to be built. Drivers match on this
@@ -91,6 +94,8 @@ pub enum Kind {
     Ring,
     /// [`crate::ftring::FtRing`].
     FtRing,
+    /// [`crate::ftring::FtRing`] over [`crate::ftring::CorrectedAttempt`].
+    FtCorrected,
     /// [`crate::chain::Chain`] running this collective.
     Chain(crate::chain::ChainMode),
     /// [`crate::gossip::Gossip`] with this rule.
@@ -372,6 +377,17 @@ const FT_RING: Descriptor = Descriptor {
     payload: ANY_NUMERIC_SEGMENTED,
 };
 
+const FT_CORRECTED: Descriptor = Descriptor {
+    name: "ft-corrected",
+    summary: "fault-tolerant allreduce in segment-pipelined corrected trees, attempts closed by an agreement (002)",
+    paper: Paper::Corrected001,
+    kind: Kind::FtCorrected,
+    runs: BOTH,
+    tolerates: CRASHES,
+    operators: Operators::Arithmetic,
+    payload: ANY_NUMERIC_SEGMENTED,
+};
+
 const PS: Descriptor = gossip(
     "ps",
     "Push-Sum gossip (000 Alg. 2)",
@@ -517,12 +533,13 @@ const ERA_AGREE: Descriptor = Descriptor {
 
 impl Algorithm {
     /// All algorithms, in the order of the table.
-    pub const ALL: [Algorithm; 21] = [
+    pub const ALL: [Algorithm; 22] = [
         Algorithm::Rdb,
         Algorithm::Ardb,
         Algorithm::Direct,
         Algorithm::Ring,
         Algorithm::FtRing,
+        Algorithm::FtCorrected,
         Algorithm::ChainBcast,
         Algorithm::ChainReduce,
         Algorithm::Ps,
@@ -549,6 +566,7 @@ impl Algorithm {
             Algorithm::Direct => DIRECT,
             Algorithm::Ring => RING,
             Algorithm::FtRing => FT_RING,
+            Algorithm::FtCorrected => FT_CORRECTED,
             Algorithm::ChainBcast => CHAIN_BCAST,
             Algorithm::ChainReduce => CHAIN_REDUCE,
             Algorithm::Ps => PS,
@@ -614,6 +632,7 @@ impl Algorithm {
             19 => ChainBcast,
             20 => ChainReduce,
             21 => FtRing,
+            22 => FtCorrected,
             _ => return None,
         })
     }
@@ -626,6 +645,7 @@ impl Algorithm {
             | Kind::Direct
             | Kind::Ring
             | Kind::FtRing
+            | Kind::FtCorrected
             | Kind::Chain(_)
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
@@ -641,6 +661,7 @@ impl Algorithm {
             | Kind::Direct
             | Kind::Ring
             | Kind::FtRing
+            | Kind::FtCorrected
             | Kind::Chain(_)
             | Kind::Corrected(_)
             | Kind::Ftco(_)
@@ -670,6 +691,7 @@ impl Algorithm {
             | Kind::Direct
             | Kind::Ring
             | Kind::FtRing
+            | Kind::FtCorrected
             | Kind::Chain(_)
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
@@ -723,7 +745,7 @@ mod tests {
                 Kind::RecursiveDoubling { approximate } => {
                     assert_eq!(d.payload.segmented, !approximate, "{algo}")
                 }
-                Kind::Direct | Kind::Ring | Kind::FtRing | Kind::Chain(_) => {
+                Kind::Direct | Kind::Ring | Kind::FtRing | Kind::FtCorrected | Kind::Chain(_) => {
                     assert!(d.payload.segmented, "{algo}: takes any length")
                 }
                 Kind::Corrected(_) | Kind::Agreement => {}

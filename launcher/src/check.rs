@@ -93,7 +93,7 @@ impl Family {
             Kind::Direct => Family::Direct,
             Kind::Ring => Family::Ring,
             Kind::Chain(_) => Family::Chain,
-            Kind::FtRing => Family::FtRing,
+            Kind::FtRing | Kind::FtCorrected => Family::FtRing,
             Kind::Gossip { .. } => Family::Gossip,
             Kind::Corrected(_) => Family::Corrected,
             Kind::Ftco(_) => Family::Ftco,
@@ -337,6 +337,13 @@ fn family_options(rng: &mut SimRng, algo: Algorithm, n: u32) -> Options {
             step_model = rng.chance(0.5);
         }
         Kind::Agreement | Kind::FtRing => {
+            arg("--input", "int".into());
+            model.crashes = n.saturating_sub(1);
+        }
+        Kind::FtCorrected => {
+            // Any number of crashes: a segment's trees tolerate f, and an attempt that saw more
+            // runs again over the survivors.
+            arg("--tolerate", (1 + rng.below(3)).to_string());
             arg("--input", "int".into());
             model.crashes = n.saturating_sub(1);
         }

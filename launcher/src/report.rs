@@ -165,6 +165,7 @@ pub fn sim_verdict(spec: &JobSpec, report: &SimReport) -> SimVerdict {
         Kind::Direct
         | Kind::Ring
         | Kind::FtRing
+        | Kind::FtCorrected
         | Kind::Chain(_)
         | Kind::Corrected(_)
         | Kind::Ftco(_)

@@ -144,12 +144,15 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
     spec.steps = args.steps;
     spec.tolerate = match (args.tolerate, algo.kind()) {
         (None, _) => 1,
-        (Some(f), ftcoll_algos::registry::Kind::Corrected(_)) => f,
+        (
+            Some(f),
+            ftcoll_algos::registry::Kind::Corrected(_) | ftcoll_algos::registry::Kind::FtCorrected,
+        ) => f,
         // Only the corrected trees take a bound; a user who gives one elsewhere expects it
         // to mean something.
         (Some(_), _) => bail!(
             "--tolerate sets f of the corrected-tree algorithms (corrected-reduce, -bcast, \
-             -allreduce); {algo} takes no bound on failures (see docs/CLI.md)"
+             -allreduce, ft-corrected); {algo} takes no bound on failures (see docs/CLI.md)"
         ),
     };
     spec.failure_info = ftcoll_launcher::text::options::parse_failure_info(&args.failure_info)

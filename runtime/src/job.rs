@@ -9,7 +9,7 @@ use ftcoll_algos::corrected::{
 use ftcoll_algos::direct::{DirectAllreduce, DirectConfig};
 use ftcoll_algos::era::{AgreedValue, EraConfig, EraRun, EraRunConfig, EraTopology};
 use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
-use ftcoll_algos::ftring::{CommitRule, FtRing, FtRingConfig};
+use ftcoll_algos::ftring::{CommitRule, CorrectedAttempt, FtRing, FtRingConfig};
 use ftcoll_algos::gossip::SumForm;
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
@@ -201,6 +201,11 @@ impl JobSpec {
                     })
                 }
             },
+            Kind::FtCorrected => {
+                if !fully_connected {
+                    return Err(JobError::NeedsFullTopology { algo });
+                }
+            }
             Kind::Corrected(collective) => {
                 if collective != Collective::Bcast && self.n < self.tolerate.saturating_add(2) {
                     return Err(JobError::TooFewRanks {
@@ -313,7 +318,18 @@ impl JobSpec {
     /// `frame_elems`, a window of 4 segments, and a returned rank serving the agreement for
     /// the rest of the run.
     pub fn ft_ring(&self, rank: Rank, op_id: OpId) -> FtRing {
-        FtRing::new(FtRingConfig {
+        FtRing::new(self.ft_ring_config(rank, op_id))
+    }
+
+    /// Rank `rank`'s fault-tolerant allreduce in corrected trees, each attempt's segments
+    /// tolerating `tolerate` failures; otherwise as [`JobSpec::ft_ring`].
+    pub fn ft_corrected(&self, rank: Rank, op_id: OpId) -> FtRing<CorrectedAttempt> {
+        let config = self.ft_ring_config(rank, op_id);
+        FtRing::corrected(config, self.tolerate, self.correction)
+    }
+
+    fn ft_ring_config(&self, rank: Rank, op_id: OpId) -> FtRingConfig {
+        FtRingConfig {
             rank,
             size: self.n,
             op: self.op,
@@ -326,7 +342,7 @@ impl JobSpec {
             },
             linger: ftcoll_algos::Duration(u64::MAX / 4),
             commit: CommitRule::Agreed,
-        })
+        }
     }
 
     /// Rank `rank`'s chain broadcast from or reduce to rank 0.
@@ -443,6 +459,7 @@ impl JobSpec {
             | Kind::Direct
             | Kind::Ring
             | Kind::FtRing
+            | Kind::FtCorrected
             | Kind::Chain(ChainMode::Reduce)
             | Kind::Gossip { .. }
             | Kind::Corrected(_)
@@ -477,6 +494,12 @@ pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError
         }
         Kind::FtRing => {
             let ranks = (0..spec.n).map(|r| spec.ft_ring(Rank(r), op_id)).collect();
+            run(config, ranks, inputs, spec)
+        }
+        Kind::FtCorrected => {
+            let ranks = (0..spec.n)
+                .map(|r| spec.ft_corrected(Rank(r), op_id))
+                .collect();
             run(config, ranks, inputs, spec)
         }
         Kind::Chain(mode) => {
@@ -546,6 +569,11 @@ pub fn stepped_simulation(
         Kind::Direct => boxed((0..spec.n).map(|r| spec.direct(Rank(r), op_id)).collect()),
         Kind::Ring => boxed((0..spec.n).map(|r| spec.ring(Rank(r), op_id)).collect()),
         Kind::FtRing => boxed((0..spec.n).map(|r| spec.ft_ring(Rank(r), op_id)).collect()),
+        Kind::FtCorrected => boxed(
+            (0..spec.n)
+                .map(|r| spec.ft_corrected(Rank(r), op_id))
+                .collect(),
+        ),
         Kind::Chain(mode) => boxed(
             (0..spec.n)
                 .map(|r| spec.chain(Rank(r), op_id, mode))

@@ -1,6 +1,7 @@
 //! The fault-tolerant ring allreduce in the simulator: the semantics checker on 10,000 random
-//! crash schedules over vectors of at least four segments, its planted-bug control, and the
-//! price of tolerance in the cost model.
+//! crash schedules over vectors of at least four segments, with attempts in rings and in
+//! corrected trees, a planted-bug control for each, and the price of tolerance in the cost
+//! model.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,8 +12,8 @@ use ftcoll_runtime::check::ftring::{check_ft_ring_case, check_ft_ring_seeds, FtR
 /// the agreements; every survivor returns the same exact sum over a set holding every survivor.
 #[test]
 fn checker_passes_ten_thousand_random_crash_schedules() {
-    let summary =
-        check_ft_ring_seeds(0, 10_000, 24, CommitRule::Agreed).unwrap_or_else(|v| panic!("{v}"));
+    let summary = check_ft_ring_seeds(0, 10_000, 24, CommitRule::Agreed, false)
+        .unwrap_or_else(|v| panic!("{v}"));
     assert_eq!(summary.cases, 10_000);
     assert!(summary.with_failures > 6_000, "{summary:?}");
     // Both outcomes of a crash during the operation happen: retried without the rank, and
@@ -26,7 +27,7 @@ fn checker_passes_ten_thousand_random_crash_schedules() {
 /// and wait for them in vain (or, where they could finish, return another vector).
 #[test]
 fn checker_catches_the_planted_early_return() {
-    let caught = check_ft_ring_seeds(0, 2_000, 24, CommitRule::LocalCompletion);
+    let caught = check_ft_ring_seeds(0, 2_000, 24, CommitRule::LocalCompletion, false);
     let violation = caught.expect_err("the planted bug went unnoticed");
     assert!(
         ["Agreement", "Validity", "Termination"]
@@ -34,6 +35,30 @@ fn checker_catches_the_planted_early_return() {
             .any(|p| violation.what.starts_with(p)),
         "{violation}"
     );
+}
+
+/// The same 10,000 schedules over attempts in corrected trees (`ft-corrected`): segments that
+/// tolerate 1 to 3 failures each, an attempt run again whenever its segments disagree on a
+/// rank that died during it.
+#[test]
+fn corrected_attempts_pass_ten_thousand_random_crash_schedules() {
+    let summary = check_ft_ring_seeds(0, 10_000, 24, CommitRule::Agreed, true)
+        .unwrap_or_else(|v| panic!("{v}"));
+    assert_eq!(summary.cases, 10_000);
+    assert!(summary.with_failures > 6_000, "{summary:?}");
+    assert!(summary.retried > 1_000, "{summary:?}");
+    // A rank that died after its input reached every segment is counted, without a retry.
+    assert!(summary.dead_counted > 100, "{summary:?}");
+}
+
+/// The control of the corrected attempts: a rank that takes an attempt as complete although
+/// some of its segments left out a rank that others counted returns a vector that mixes two
+/// contributor sets, and the checker says so.
+#[test]
+fn checker_catches_corrected_attempts_that_mix_segments() {
+    let caught = check_ft_ring_seeds(0, 2_000, 24, CommitRule::MixedSegments, true);
+    let violation = caught.expect_err("the planted bug went unnoticed");
+    assert!(violation.what.starts_with("Validity"), "{violation}");
 }
 
 /// Seeds replay exactly.

@@ -30,7 +30,7 @@ use crate::wire::{encode_with_trailer, Frame, FrameHeader, OpId};
 
 use super::bcast::{BcastConfig, CorrectedBcast, Correction};
 use super::reduce::{CorrectedReduce, ReduceConfig};
-use super::{unexpected, CorrectedKind, FailureInfo, RankSet, FLAG_ROOT_GAVE_UP};
+use super::{unexpected, CorrectedKind, FailureInfo, RankSet, FLAG_PARTIAL, FLAG_ROOT_GAVE_UP};
 
 /// Drives a part (the reduce or the broadcast) of the allreduce: its sends go out, its
 /// completion reports stay inside, as the allreduce reports its own.
@@ -193,6 +193,13 @@ impl CorrectedAllreduce {
         self.bcast.value()
     }
 
+    /// Whether the delivered result leaves out the input of a rank that failed during the
+    /// operation, as the root that computed it reported. Complete under [`FailureInfo::List`]
+    /// only: the other schemes do not carry the chosen subtree's losses to the root.
+    pub fn partial(&self) -> bool {
+        self.bcast.partial()
+    }
+
     fn begin_attempt(&mut self, now: Time, out: &mut Outbox) {
         // Bounded by the number of candidates: each turn raises the attempt or returns.
         while self.attempt < self.config.candidates() && self.known_failed.contains(self.attempt) {
@@ -265,6 +272,13 @@ impl CorrectedAllreduce {
             return;
         }
         if self.config.rank == self.root() && !self.bcast_started {
+            if let Some(value) = self.bcast.value().cloned() {
+                // A peer adopted an earlier attempt's value and spread it through this
+                // attempt's broadcast, up to this root: broadcast it as adopted.
+                let partial = self.bcast.partial();
+                self.adopt(now, value.as_ref(), partial, out);
+                return;
+            }
             match self.reduce.phase() {
                 Phase::Done => {
                     let result = self
@@ -272,6 +286,9 @@ impl CorrectedAllreduce {
                         .result()
                         .cloned()
                         .unwrap_or(Values::F64(Vec::new()));
+                    if !self.reduce.reported_failures().is_empty() {
+                        self.bcast.mark_partial();
+                    }
                     drive(
                         &mut self.bcast,
                         now,
@@ -359,7 +376,8 @@ impl CorrectedAllreduce {
                 Some(CorrectedKind::BcastTree | CorrectedKind::BcastCorrection)
             ) && frame.header.flags & FLAG_ROOT_GAVE_UP == 0;
             if let (true, Ok(values)) = (value, frame.values()) {
-                self.adopt(now, values, out);
+                let partial = frame.header.flags & FLAG_PARTIAL != 0;
+                self.adopt(now, values, partial, out);
             }
             return;
         }
@@ -383,25 +401,33 @@ impl CorrectedAllreduce {
             self.config.op_id,
             self.config.rank,
             self.attempt,
-        );
+        )
+        .with_flags(if self.bcast.partial() {
+            FLAG_PARTIAL
+        } else {
+            0
+        });
         out.send(to, header, value.as_ref());
         self.counters.messages_sent += 1;
     }
 
     /// Takes `value`, the result an earlier attempt broadcast, as this attempt's: the root of
     /// this attempt broadcasts it (if it has not broadcast yet), any other rank spreads it.
-    fn adopt(&mut self, now: Time, value: ValuesRef<'_>, out: &mut Outbox) {
+    fn adopt(&mut self, now: Time, value: ValuesRef<'_>, partial: bool, out: &mut Outbox) {
         if self.finished.is_some() || self.input.is_none() {
             return;
         }
         if self.config.rank == self.root() {
             if !self.bcast_started {
+                if partial {
+                    self.bcast.mark_partial();
+                }
                 drive(&mut self.bcast, now, Input::Start { data: value }, out);
                 self.bcast_started = true;
             }
         } else {
             let mark = out.events().len();
-            self.bcast.adopt(value, out);
+            self.bcast.adopt(value, partial, out);
             hide_part_events(out, mark);
         }
         self.step(now, out);
@@ -413,8 +439,16 @@ impl CorrectedAllreduce {
     }
 }
 
-/// Runs whole-vector (one segment): the shell's defaults.
-impl crate::protocol::SegmentProtocol for CorrectedAllreduce {}
+/// Copies in and out (the shell's defaults); a segment that leaves out a failed rank says so.
+impl crate::protocol::SegmentProtocol for CorrectedAllreduce {
+    fn counts_every_rank(&self) -> bool {
+        !self.partial()
+    }
+
+    fn answers_when_done(&self) -> bool {
+        true
+    }
+}
 
 impl Protocol for CorrectedAllreduce {
     fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
@@ -470,6 +504,16 @@ impl Protocol for CorrectedAllreduce {
             Some(phase) => phase,
             None if self.input.is_some() => Phase::Running,
             None => Phase::Idle,
+        }
+    }
+
+    /// The delivered value in the operation's own type (an average's is a sum and a weight,
+    /// which `estimate` divides).
+    fn result(&self) -> Option<ValuesRef<'_>> {
+        match (self.finished, self.config.op) {
+            (_, ReduceOp::Average) => None,
+            (Some(Phase::Done), _) => self.bcast.value().map(Values::as_ref),
+            _ => None,
         }
     }
 

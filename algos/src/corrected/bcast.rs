@@ -41,7 +41,10 @@ use crate::values::{Values, ValuesRef};
 use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
 use super::layout::CorrectedLayout;
-use super::{check_header, unexpected, CorrectedKind, RankSet, FLAG_LEFTWARD, FLAG_ROOT_GAVE_UP};
+use super::{
+    check_header, unexpected, CorrectedKind, RankSet, FLAG_LEFTWARD, FLAG_PARTIAL,
+    FLAG_ROOT_GAVE_UP,
+};
 
 /// The correction phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +147,8 @@ struct Side {
 /// What the broadcast carries.
 #[derive(Clone, Debug, PartialEq)]
 enum Payload {
-    Value(Values),
+    /// The value, and whether it leaves out a failed rank's input ([`FLAG_PARTIAL`]).
+    Value(Values, bool),
     /// The root could not compute the result (an allreduce whose reduce saw too many failures).
     RootGaveUp,
 }
@@ -156,6 +160,8 @@ pub struct CorrectedBcast {
     layout: CorrectedLayout,
     started: bool,
     payload: Option<Payload>,
+    /// The root's value leaves out a failed rank's input (set before the start).
+    partial_at_root: bool,
     spread: bool,
     right: Side,
     left: Side,
@@ -179,6 +185,7 @@ impl CorrectedBcast {
             config,
             started: false,
             payload: None,
+            partial_at_root: false,
             spread: false,
             right: Side::default(),
             left: Side::default(),
@@ -200,8 +207,22 @@ impl CorrectedBcast {
     /// The delivered value.
     pub fn value(&self) -> Option<&Values> {
         match &self.payload {
-            Some(Payload::Value(v)) => Some(v),
+            Some(Payload::Value(v, _)) => Some(v),
             _ => None,
+        }
+    }
+
+    /// Whether the delivered value leaves out the input of a rank that failed (the root's
+    /// reduce said so; see [`FLAG_PARTIAL`]).
+    pub fn partial(&self) -> bool {
+        matches!(self.payload, Some(Payload::Value(_, true)))
+    }
+
+    /// The root: marks the value it is about to broadcast as leaving out a failed rank's input.
+    /// Only before the start.
+    pub fn mark_partial(&mut self) {
+        if !self.started {
+            self.partial_at_root = true;
         }
     }
 
@@ -219,11 +240,11 @@ impl CorrectedBcast {
     /// A started non-root rank takes `value` as the broadcast's payload, as if it had arrived,
     /// and spreads it: the value an earlier attempt of an allreduce delivered elsewhere (see
     /// `corrected::allreduce`). Nothing changes once a payload is here.
-    pub fn adopt(&mut self, value: ValuesRef<'_>, out: &mut Outbox) {
+    pub fn adopt(&mut self, value: ValuesRef<'_>, partial: bool, out: &mut Outbox) {
         if !self.started || self.payload.is_some() || self.is_root() {
             return;
         }
-        self.payload = Some(Payload::Value(value.to_owned_values()));
+        self.payload = Some(Payload::Value(value.to_owned_values(), partial));
         self.spread(out);
         self.advance_checked(out);
     }
@@ -248,7 +269,7 @@ impl CorrectedBcast {
         }
         self.started = true;
         if self.is_root() {
-            self.payload = Some(Payload::Value(data.to_owned_values()));
+            self.payload = Some(Payload::Value(data.to_owned_values(), self.partial_at_root));
         }
         if self.payload.is_some() {
             self.spread(out);
@@ -260,7 +281,9 @@ impl CorrectedBcast {
 
     fn payload_ref(&self) -> (u16, ValuesRef<'_>) {
         match &self.payload {
-            Some(Payload::Value(v)) => (0, v.as_ref()),
+            Some(Payload::Value(v, partial)) => {
+                (if *partial { FLAG_PARTIAL } else { 0 }, v.as_ref())
+            }
             Some(Payload::RootGaveUp) | None => (FLAG_ROOT_GAVE_UP, ValuesRef::Empty),
         }
     }
@@ -390,7 +413,7 @@ impl CorrectedBcast {
 
     fn finish_delivered(&mut self, out: &mut Outbox) {
         match self.payload {
-            Some(Payload::Value(_)) => self.finish(Phase::Done, out),
+            Some(Payload::Value(..)) => self.finish(Phase::Done, out),
             Some(Payload::RootGaveUp) => self.finish(Phase::Aborted, out),
             None => {}
         }
@@ -424,7 +447,10 @@ impl CorrectedBcast {
             self.payload = Some(if frame.header.flags & FLAG_ROOT_GAVE_UP != 0 {
                 Payload::RootGaveUp
             } else {
-                Payload::Value(values.to_owned_values())
+                Payload::Value(
+                    values.to_owned_values(),
+                    frame.header.flags & FLAG_PARTIAL != 0,
+                )
             });
         }
         if kind == CorrectedKind::BcastCorrection {
@@ -473,7 +499,7 @@ impl CorrectedBcast {
             _ => return Err(unexpected(from.0, "not a broadcast message")),
         }
         let values = frame.values()?;
-        if let Some(Payload::Value(mine)) = &self.payload {
+        if let Some(Payload::Value(mine, _)) = &self.payload {
             if header.flags & FLAG_ROOT_GAVE_UP == 0
                 && (values.dtype() != mine.dtype() || values.len() != mine.len())
             {

@@ -93,6 +93,10 @@ pub const FLAG_LEFTWARD: u16 = 2;
 /// Header flag of a broadcast: the root could not compute the result (more than f failures);
 /// receivers abort instead of delivering.
 pub const FLAG_ROOT_GAVE_UP: u16 = 4;
+/// Header flag of a broadcast value: it leaves out the input of some rank that failed (the
+/// reduce behind it could not receive from it). An allreduce run in segments must not mix such
+/// a segment with one that counts that rank.
+pub const FLAG_PARTIAL: u16 = 8;
 
 fn unexpected(from: u32, what: &'static str) -> FrameError {
     FrameError::Unexpected { from, what }

@@ -11,6 +11,7 @@
 use crate::protocol::{
     AbortReason, Assembled, Input, Outbox, Phase, Protocol, RankStatus, Segmented, ShellConfig,
 };
+use crate::registry::Algorithm;
 use crate::ring::RingAllreduce;
 use crate::time::Time;
 use crate::values::{Dtype, Values, ValuesRef};
@@ -22,6 +23,33 @@ use crate::values::{Dtype, Values, ValuesRef};
 /// members; it reports its end through [`Protocol::phase`]. Its own completion events are
 /// dropped: the fault-tolerant ring completes only after the agreement.
 pub trait AttemptRing: Assembled {
+    /// The algorithm whose wire id the attempt's own frames carry (the agreement's travel
+    /// under [`Algorithm::FtRing`]'s).
+    const FRAMES: Algorithm = Algorithm::Ring;
+
+    /// Whether an attempt runs on when members fail: then it starts even with members known
+    /// dead (told at once), since a peer that did not know may already be in it and waiting
+    /// for this rank. A ring cannot, so an attempt with a dead member is skipped.
+    const TOLERATES_FAILURES: bool = false;
+
+    /// Elements of a segment whose largest frame holds `frame_elems` elements, with `members`
+    /// ranks in the attempt. A ring's frame holds one block, 1/members of a segment, so that
+    /// frames keep their size as the ring shrinks.
+    fn segment_elems(frame_elems: usize, members: u32) -> usize
+    where
+        Self: Sized,
+    {
+        frame_elems.max(1).saturating_mul(members.max(1) as usize)
+    }
+
+    /// Whether the attempt's result, once done, counts the input of every member. A ring's
+    /// always does (it completes only with all of them); a fault-tolerant attempt may complete
+    /// without a member that failed in some segments and not in others, and then the
+    /// operation must not return it.
+    fn counts_every_member(&self) -> bool {
+        true
+    }
+
     /// Keeps the operation's input for every attempt; `data` is what the operation was
     /// started with (a ring that works in the caller's own vector keeps a copy of that).
     fn keep_input(&mut self, data: ValuesRef<'_>);

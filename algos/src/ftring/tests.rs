@@ -45,10 +45,28 @@ fn run(size: u32, kills: u32, seed: u64, commit: CommitRule) -> Run {
 }
 
 fn run_on(size: u32, kills: u32, seed: u64, commit: CommitRule, input: fn(u32) -> Values) -> Run {
+    let make = |r| FtRing::new(config(r, size, commit));
+    run_with(size, kills, seed, make, input)
+}
+
+/// [`run`] over attempts in corrected trees tolerating `tolerate` failures each.
+fn run_corrected(size: u32, kills: u32, seed: u64, commit: CommitRule, tolerate: u32) -> Run {
+    let make = |r| {
+        let correction = crate::corrected::Correction::Checked;
+        FtRing::corrected(config(r, size, commit), tolerate, correction)
+    };
+    run_with(size, kills, seed, make, input)
+}
+
+fn run_with<R: AttemptRing>(
+    size: u32,
+    kills: u32,
+    seed: u64,
+    make: impl Fn(u32) -> FtRing<R>,
+    input: fn(u32) -> Values,
+) -> Run {
     let mut rng = SimRng::new(seed);
-    let mut ranks: Vec<FtRing> = (0..size)
-        .map(|r| FtRing::new(config(r, size, commit)))
-        .collect();
+    let mut ranks: Vec<FtRing<R>> = (0..size).map(make).collect();
     let mut alive = vec![true; size as usize];
     let mut queue: Vec<(Rank, Rank, Vec<u64>, usize)> = Vec::new();
     // (deliveries, event): a death, or a notice of one to a rank.
@@ -241,4 +259,45 @@ fn a_shape_mismatch_ends_everywhere_in_a_typed_error_naming_a_rank_of_the_other_
             );
         }
     }
+}
+
+#[test]
+fn corrected_attempts_return_the_whole_sum_without_failures() {
+    for size in 1..=9 {
+        for seed in 0..4 {
+            let run = run_corrected(size, 0, seed, CommitRule::Agreed, 1 + (seed % 2) as u32);
+            assert_eq!(violation(&run), None, "size {size} seed {seed}");
+            for (_, _, contributors) in &run.results {
+                assert_eq!(contributors.as_ref().map(Vec::len), Some(size as usize));
+            }
+        }
+    }
+}
+
+#[test]
+fn corrected_attempts_agree_on_an_exact_result_under_random_crashes() {
+    let mut rng = SimRng::new(126);
+    for seed in 0..1000 {
+        let size = 2 + rng.below(9) as u32;
+        let kills = 1 + rng.below(u64::from(size - 1)) as u32;
+        let tolerate = 1 + rng.below(3) as u32;
+        let run = run_corrected(size, kills, seed, CommitRule::Agreed, tolerate);
+        assert_eq!(
+            violation(&run),
+            None,
+            "size {size} kills {kills} tolerate {tolerate} seed {seed}"
+        );
+    }
+}
+
+#[test]
+fn corrected_attempts_that_mix_segments_are_caught() {
+    // Returning an attempt whose segments count a rank that died in some and not in others.
+    let mut rng = SimRng::new(127);
+    let caught = (0..400).any(|seed| {
+        let size = 3 + rng.below(6) as u32;
+        let run = run_corrected(size, 1, seed, CommitRule::MixedSegments, 1);
+        violation(&run).is_some()
+    });
+    assert!(caught, "the checker missed the planted bug");
 }

@@ -104,6 +104,21 @@ pub trait SegmentProtocol: Protocol {
         None
     }
 
+    /// Whether the finished segment's result counts every rank of the operation: false where a
+    /// fault-tolerant protocol left out a failed rank's input. The shell counts the segments
+    /// that did not ([`Segmented::partial_segments`]), so that a composite can refuse to mix
+    /// them with segments that did.
+    fn counts_every_rank(&self) -> bool {
+        true
+    }
+
+    /// Whether a finished segment must stay to answer peers still in it until the operation
+    /// ends, settled or not: a corrected allreduce answers a rank that moved to a later root
+    /// with the value it delivered (001's adoption). No, by default.
+    fn answers_when_done(&self) -> bool {
+        false
+    }
+
     /// Whether instances would read the clock ([`Protocol::reads_clock`]), asked of a shell
     /// that holds none yet: a driver asks before the operation starts. True unless the
     /// protocol never looks at the time.
@@ -135,6 +150,8 @@ pub struct Segmented<P: SegmentProtocol> {
     finished: usize,
     /// Whether every finished segment left a result here (a reduce's non-roots get none).
     has_result: bool,
+    /// Finished segments whose result leaves out a rank's input.
+    partial_segments: u32,
     failed: Vec<Rank>,
     failed_links: Vec<Rank>,
     phase: Phase,
@@ -161,6 +178,7 @@ impl<P: SegmentProtocol> Segmented<P> {
             running: 0,
             finished: 0,
             has_result: true,
+            partial_segments: 0,
             failed: Vec::new(),
             failed_links: Vec::new(),
             phase: Phase::Idle,
@@ -187,11 +205,18 @@ impl<P: SegmentProtocol> Segmented<P> {
         self.running = 0;
         self.finished = 0;
         self.has_result = true;
+        self.partial_segments = 0;
         self.failed.clear();
         self.failed_links.clear();
         self.phase = Phase::Idle;
         self.abort = None;
         self.retired = Counters::default();
+    }
+
+    /// Finished segments whose result leaves out some rank's input (see
+    /// [`SegmentProtocol::counts_every_rank`]).
+    pub fn partial_segments(&self) -> u32 {
+        self.partial_segments
     }
 
     /// The result segment by segment, once final (`None` before, or where this rank gets
@@ -364,6 +389,9 @@ impl<P: SegmentProtocol> Segmented<P> {
         let Some(Slot::Running(protocol)) = self.slots.get_mut(segment) else {
             return;
         };
+        if !protocol.counts_every_rank() {
+            self.partial_segments += 1;
+        }
         if protocol.has_result() {
             let average = self.config.reduce == ReduceOp::Average;
             let buffer = &mut self.buffers[segment];
@@ -394,7 +422,8 @@ impl<P: SegmentProtocol> Segmented<P> {
         else {
             return;
         };
-        let keep = !protocol.settled() || protocol.serve_until().is_some();
+        let keep =
+            !protocol.settled() || protocol.serve_until().is_some() || protocol.answers_when_done();
         if keep {
             self.slots[segment] = Slot::Finished(Some(protocol));
         } else {

@@ -259,6 +259,8 @@ enum Collective {
     Ring,
     /// The fault-tolerant ring allreduce.
     FtRing,
+    /// The fault-tolerant allreduce in segment-pipelined corrected trees.
+    FtCorrected(CorrectedOptions),
     /// `Communicator::allreduce`: the library's pick by size.
     Pick,
     /// The pipelined chain broadcast from rank 0.
@@ -297,6 +299,7 @@ impl Collective {
             Kind::Direct => Collective::Direct,
             Kind::Ring => Collective::Ring,
             Kind::FtRing => Collective::FtRing,
+            Kind::FtCorrected => Collective::FtCorrected(options),
             Kind::Chain(ChainMode::Bcast) => Collective::ChainBcast,
             Kind::Chain(ChainMode::Reduce) => Collective::ChainReduce,
             Kind::Corrected(FtcoCollective::Allreduce) => Collective::CorrectedAllreduce(options),
@@ -405,6 +408,9 @@ impl Collective {
             Collective::Direct => Some(on_slice!(data, s => comm.allreduce_direct(s, op))),
             Collective::Ring => Some(on_slice!(data, s => comm.allreduce_ring(s, op))),
             Collective::FtRing => Some(on_slice!(data, s => comm.ft_allreduce(s, op))),
+            Collective::FtCorrected(o) => {
+                Some(on_slice!(data, s => comm.ft_corrected_allreduce(s, op, o)))
+            }
             Collective::Pick => Some(on_slice!(data, s => comm.allreduce(s, op))),
             Collective::ChainBcast => Some(on_slice!(data, s => comm.bcast(s, 0))),
             Collective::ChainReduce => {
@@ -433,6 +439,7 @@ impl Collective {
             | Collective::Direct
             | Collective::Ring
             | Collective::FtRing
+            | Collective::FtCorrected(_)
             | Collective::Pick
             | Collective::ChainBcast
             | Collective::ChainReduce => {

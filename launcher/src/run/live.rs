@@ -330,9 +330,11 @@ fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
             Kind::Corrected(Collective::Bcast)
             | Kind::Ftco(Collective::Bcast)
             | Kind::Chain(ChainMode::Bcast) => Expected::RootInput,
-            Kind::Corrected(_) | Kind::Ftco(_) | Kind::Agreement | Kind::FtRing => {
-                Expected::SurvivorsAggregate
-            }
+            Kind::Corrected(_)
+            | Kind::Ftco(_)
+            | Kind::Agreement
+            | Kind::FtRing
+            | Kind::FtCorrected => Expected::SurvivorsAggregate,
             // ARDB's estimates differ from rank to rank (each has averaged its own 2^k
             // inputs): each must be within eps, as a gossip estimate.
             Kind::Gossip { .. } | Kind::RecursiveDoubling { approximate: true } => {

@@ -10,8 +10,9 @@
 //! every survivor) and Agreement (every survivor returns the same vector and the same
 //! contributors).
 
+use ftcoll_algos::corrected::Correction;
 use ftcoll_algos::era::{EraConfig, EraTopology, Shape};
-use ftcoll_algos::ftring::{CommitRule, FtRing, FtRingConfig};
+use ftcoll_algos::ftring::{AttemptRing, CommitRule, FtRing, FtRingConfig};
 use ftcoll_algos::protocol::Phase;
 use ftcoll_algos::rng::SimRng;
 use ftcoll_algos::{Duration, OpId, Protocol, Rank, ReduceOp, ValuesRef};
@@ -40,11 +41,26 @@ pub struct FtRingCase {
     pub spread: u64,
     /// When ranks return (the planted-bug control uses the wrong rule).
     pub commit: CommitRule,
+    /// What each attempt runs.
+    pub attempts: Attempts,
     /// The simulator's seed.
     pub seed: u64,
 }
 
+/// What the attempts of a checked case run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attempts {
+    /// The ring (`ft-ring`).
+    Ring,
+    /// Corrected trees in segments, each tolerating `tolerate` failures (`ft-corrected`).
+    Corrected {
+        /// Failures a segment's trees tolerate.
+        tolerate: u32,
+    },
+}
+
 const CASE_STREAM: u64 = 0xF7_0A1B_0000_0026;
+const CORRECTED_STREAM: u64 = 0xF7_C0DE_0000_0026;
 
 impl FtRingCase {
     /// A random case with N in [2, max_n] (max_n at most 24).
@@ -90,13 +106,28 @@ impl FtRingCase {
             detect_delay: rng.below(60),
             spread: if rng.chance(0.3) { rng.below(40) } else { 0 },
             commit: CommitRule::Agreed,
+            attempts: Attempts::Ring,
             seed,
         }
     }
 
-    /// Rank `rank`'s instance.
-    pub fn rank(&self, rank: u32) -> FtRing {
-        FtRing::new(FtRingConfig {
+    /// A random case of attempts in corrected trees: the ring case of `seed` (the same N,
+    /// vector, crashes and timing), with frames that hold a whole segment of the ring's, so
+    /// the vector is again four to eight segments, and trees tolerating 1 to 3 failures.
+    pub fn random_corrected(seed: u64, max_n: u32) -> FtRingCase {
+        let ring = FtRingCase::random(seed, max_n);
+        let mut rng = SimRng::for_stream(seed, CORRECTED_STREAM);
+        FtRingCase {
+            frame_elems: ring.frame_elems * ring.n as usize,
+            attempts: Attempts::Corrected {
+                tolerate: 1 + rng.below(3) as u32,
+            },
+            ..ring
+        }
+    }
+
+    fn config(&self, rank: u32) -> FtRingConfig {
+        FtRingConfig {
             rank: Rank(rank),
             size: self.n,
             op: ReduceOp::Sum,
@@ -109,7 +140,7 @@ impl FtRingCase {
             },
             linger: Duration(u64::MAX / 4),
             commit: self.commit,
-        })
+        }
     }
 
     /// Every rank's input, rank after rank.
@@ -131,7 +162,7 @@ pub struct FtRingViolation {
 }
 
 /// A live rank's whole result, from its pieces.
-fn assembled(rank: &FtRing, len: usize) -> Option<Vec<f64>> {
+fn assembled<R: AttemptRing>(rank: &FtRing<R>, len: usize) -> Option<Vec<f64>> {
     let mut whole = vec![f64::NAN; len];
     for (at, piece) in rank.results()? {
         let ValuesRef::F64(piece) = piece else {
@@ -155,11 +186,28 @@ pub struct FtRingRun {
 
 /// Runs `case` and checks Termination, Validity and Agreement on every live rank.
 pub fn check_ft_ring_case(case: &FtRingCase) -> Result<FtRingRun, FtRingViolation> {
+    match case.attempts {
+        Attempts::Ring => {
+            let ranks = (0..case.n).map(|r| FtRing::new(case.config(r))).collect();
+            check_ranks(case, ranks)
+        }
+        Attempts::Corrected { tolerate } => {
+            let ranks = (0..case.n)
+                .map(|r| FtRing::corrected(case.config(r), tolerate, Correction::Checked))
+                .collect();
+            check_ranks(case, ranks)
+        }
+    }
+}
+
+fn check_ranks<R: AttemptRing + Send>(
+    case: &FtRingCase,
+    ranks: Vec<FtRing<R>>,
+) -> Result<FtRingRun, FtRingViolation> {
     let fail = |what: String| FtRingViolation {
         what,
         case: Box::new(case.clone()),
     };
-    let ranks: Vec<FtRing> = (0..case.n).map(|r| case.rank(r)).collect();
     let config = checked_config(
         case.seed,
         kill_faults(&case.failures),
@@ -250,20 +298,23 @@ pub struct FtRingSummary {
     pub crashes: u64,
 }
 
-/// Checks seeds `first..first + count` with N up to `max_n` and the given commit rule; stops
-/// at the first violation.
+/// Checks seeds `first..first + count` with N up to `max_n`, the given commit rule and
+/// attempts in rings (`corrected` false) or corrected trees; stops at the first violation.
 pub fn check_ft_ring_seeds(
     first: u64,
     count: u64,
     max_n: u32,
     commit: CommitRule,
+    corrected: bool,
 ) -> Result<FtRingSummary, FtRingViolation> {
     let mut summary = FtRingSummary::default();
     for seed in first..first.saturating_add(count) {
-        let case = FtRingCase {
-            commit,
-            ..FtRingCase::random(seed, max_n)
+        let drawn = if corrected {
+            FtRingCase::random_corrected(seed, max_n)
+        } else {
+            FtRingCase::random(seed, max_n)
         };
+        let case = FtRingCase { commit, ..drawn };
         let run = check_ft_ring_case(&case)?;
         summary.cases += 1;
         summary.with_failures += u64::from(!case.failures.is_empty());

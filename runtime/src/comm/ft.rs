@@ -1,13 +1,13 @@
-//! The fault-tolerant collectives at any size: the ring allreduce in attempts over the
-//! survivors ([`ftcoll_algos::ftring`]).
+//! The fault-tolerant collectives at any size: the ring allreduce, or the corrected-tree
+//! allreduce in segments, in attempts over the survivors ([`ftcoll_algos::ftring`]).
 
 use ftcoll_algos::era::EraConfig;
 use ftcoll_algos::ftring::{CommitRule, FtRing, FtRingConfig};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, Duration, Rank, ReduceOp, ValuesRef};
 
-use super::collectives::Outcome;
-use super::run::Slack;
+use super::collectives::{CorrectedOptions, Outcome};
+use super::run::{whole_vector_trailer_bytes, Slack};
 use super::single_copy::SingleCopyRing;
 use super::typed::same_len;
 use super::{CommError, Communicator};
@@ -32,7 +32,7 @@ impl Communicator {
         data: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
-        let config = self.ft_ring_config::<T>(op)?;
+        let config = self.ft_ring_config::<T>(op, Algorithm::FtRing, Slack::NONE)?;
         if self.single_copy_for(std::mem::size_of_val(data)) {
             return self.ft_allreduce_single_copy(None, data, config);
         }
@@ -51,7 +51,7 @@ impl Communicator {
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
         same_len(input, output)?;
-        let config = self.ft_ring_config::<T>(op)?;
+        let config = self.ft_ring_config::<T>(op, Algorithm::FtRing, Slack::NONE)?;
         if self.single_copy_for(std::mem::size_of_val(input)) {
             return self.ft_allreduce_single_copy(Some(input), output, config);
         }
@@ -59,8 +59,46 @@ impl Communicator {
         self.ft_allreduce_copying(output, config)
     }
 
-    fn ft_ring_config<T: Element>(&mut self, op: ReduceOp) -> Result<FtRingConfig, CommError> {
-        let shell = self.shell_config(Algorithm::FtRing, op, T::DTYPE, Slack::NONE)?;
+    /// Fault-tolerant allreduce of `data` in place, any type and any length, in corrected
+    /// trees (001): the vector streams in segments, each a corrected allreduce that tolerates
+    /// `options.tolerate` failures, and the segments run in attempts over the survivors like
+    /// [`Communicator::ft_allreduce`]'s rings. The same result and guarantees: one set of
+    /// contributors for the whole vector, identical at every survivor, each input counted once,
+    /// [`Outcome::excluded`] naming the ranks left out. An attempt completes without a rerun when
+    /// every segment counts every member, for instance when a rank dies after its input has
+    /// reached every segment; a rank that dies while the segments stream makes the survivors
+    /// run the attempt again without it (see [`ftcoll_algos::ftring::CorrectedAttempt`]).
+    /// `options.info` is not used: the segments always report failures as lists, the one
+    /// scheme that tells the root which inputs a segment lacks.
+    pub fn ft_corrected_allreduce<T: Element>(
+        &mut self,
+        data: &mut [T],
+        op: ReduceOp,
+        options: CorrectedOptions,
+    ) -> Result<Outcome, CommError> {
+        // A segment's frames carry 001's failure list after the values.
+        let slack = Slack(whole_vector_trailer_bytes(self.size()));
+        let config = self.ft_ring_config::<T>(op, Algorithm::FtCorrected, slack)?;
+        let mut protocol = FtRing::corrected(config, options.tolerate, options.correction);
+        let members = self.members();
+        let (outcome, owes_peers) =
+            self.run_collective_in(&mut protocol, data, |ft, outcome| {
+                outcome.excluded = left_out(ft.contributors(), &members);
+            })?;
+        if owes_peers {
+            let server = protocol.detach_server();
+            self.endpoint().linger(self.ops, Box::new(server));
+        }
+        Ok(outcome)
+    }
+
+    fn ft_ring_config<T: Element>(
+        &mut self,
+        op: ReduceOp,
+        algo: Algorithm,
+        slack: Slack,
+    ) -> Result<FtRingConfig, CommError> {
+        let shell = self.shell_config(algo, op, T::DTYPE, slack)?;
         Ok(FtRingConfig {
             rank: self.me(),
             size: self.size(),
