@@ -1,7 +1,8 @@
-//! The fault-tolerant ring allreduce on real ranks: 16 MiB per rank over shared memory and TCP,
-//! one or two ranks SIGKILLed at points drawn within the first two operations; every survivor
-//! returns the same exact vector, the aggregate over the survivors plus each killed rank at every
-//! survivor or at none.
+//! The fault-tolerant allreduces on real ranks, the ring (`ft-ring`) and the corrected trees in
+//! segments (`ft-corrected`): 16 MiB per rank over shared memory and TCP, one or two ranks
+//! SIGKILLed at points drawn within the first two operations; every survivor returns the same
+//! exact vector, the aggregate over the survivors plus each killed rank at every survivor or at
+//! none.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,14 +16,21 @@ const LEN: &str = "2097152";
 
 /// Runs the job with `kills` ranks killed at points drawn from `seed`; returns the report.
 fn killed_job(transport: &str, dtype: &str, kills: u32, seed: u64) -> serde_json::Value {
-    killed_job_with(transport, dtype, kills, seed, &[])
+    killed_job_with(
+        transport,
+        dtype,
+        (kills, 0..15),
+        seed,
+        &["--algo", "ft-ring"],
+    )
 }
 
-/// [`killed_job`] with more flags.
+/// [`killed_job`] with the algorithm and more flags in `flags`, the kills drawn `within`
+/// milliseconds into the operation.
 fn killed_job_with(
     transport: &str,
     dtype: &str,
-    kills: u32,
+    (kills, within): (u32, std::ops::Range<u64>),
     seed: u64,
     flags: &[&str],
 ) -> serde_json::Value {
@@ -34,8 +42,6 @@ fn killed_job_with(
         "5",
         "--transport",
         transport,
-        "--algo",
-        "ft-ring",
         "--dtype",
         dtype,
         "--len",
@@ -56,10 +62,11 @@ fn killed_job_with(
         let rank = rng.below(u64::from(n)) as u32;
         if !victims.contains(&rank) {
             victims.push(rank);
-            // A point in the first or second operation (each takes 15 ms or more here, far
-            // more over TCP), so that the job is never over before the kill: from its start
-            // to well into its ring.
-            let (op, at) = (rng.below(2), rng.below(15));
+            // A point in the first or second operation (each takes longer than `within`
+            // here), so that the job is never over before the kill: from its start to well
+            // into its data.
+            let at = within.start + rng.below(within.end - within.start);
+            let op = rng.below(2);
             args.push("--fault".into());
             args.push(format!("kill:rank={rank},op={op},at={at}ms"));
         }
@@ -99,7 +106,13 @@ fn survivors_return_the_same_exact_vector_over_shared_memory() {
 #[test]
 fn survivors_return_the_same_exact_vector_out_of_place() {
     for (kills, seed) in [(1, 6), (2, 7), (1, 8)] {
-        killed_job_with("shm", "u64", kills, seed, &["--out-of-place"]);
+        killed_job_with(
+            "shm",
+            "u64",
+            (kills, 0..15),
+            seed,
+            &["--algo", "ft-ring", "--out-of-place"],
+        );
     }
 }
 
@@ -107,6 +120,26 @@ fn survivors_return_the_same_exact_vector_out_of_place() {
 fn survivors_return_the_same_exact_vector_over_tcp() {
     for (kills, seed) in [(1, 4), (2, 5)] {
         killed_job("tcp", "i64", kills, seed);
+    }
+}
+
+/// The corrected trees in segments (each segment tolerating f = 1, then 2), over shared memory:
+/// a death while the segments stream leaves the segments disagreeing on the rank, and the
+/// survivors run the attempt again without it. An operation takes 60 ms or more here, over TCP
+/// 110 ms or more, and the kills fall where some segments already hold the victim's input.
+#[test]
+fn corrected_survivors_return_the_same_exact_vector_over_shared_memory() {
+    for (kills, seed, f) in [(1, 11, "1"), (2, 12, "1"), (2, 13, "2")] {
+        let flags = ["--algo", "ft-corrected", "--tolerate", f];
+        killed_job_with("shm", "f64", (kills, 0..60), seed, &flags);
+    }
+}
+
+#[test]
+fn corrected_survivors_return_the_same_exact_vector_over_tcp() {
+    for (kills, seed) in [(1, 14), (2, 15)] {
+        let flags = ["--algo", "ft-corrected"];
+        killed_job_with("tcp", "i64", (kills, 20..90), seed, &flags);
     }
 }
 

@@ -146,6 +146,8 @@ pub struct CorrectedAllreduce {
     held: Vec<HeldFrame>,
     /// Ranks of later attempts this rank, done, has sent its result to.
     answered_late: RankSet,
+    /// Frames sent by reduces dropped once done (see `shed`).
+    reduce_sent: u64,
     finished: Option<Phase>,
     counters: Counters,
 }
@@ -163,6 +165,7 @@ impl CorrectedAllreduce {
             known_failed: RankSet::default(),
             held: Vec::new(),
             answered_late: RankSet::default(),
+            reduce_sent: 0,
             finished: None,
             counters: Counters::default(),
         }
@@ -326,9 +329,21 @@ impl CorrectedAllreduce {
         }
         self.finished = Some(phase);
         if phase == Phase::Done {
+            self.shed();
             out.emit(Event::Completed);
         } else {
             out.emit(Event::Aborted(AbortReason::TooManyFailures));
+        }
+    }
+
+    /// Drops what a delivered rank no longer needs (the input, the reduce's partial values),
+    /// keeping the result to answer late peers with: a long vector's finished segments then
+    /// hold one copy of it, not three.
+    fn shed(&mut self) {
+        self.reduce_sent += self.reduce.status().counters.messages_sent;
+        self.reduce = CorrectedReduce::new(self.config.reduce(self.attempt));
+        if let Some(input) = &mut self.input {
+            *input = Values::F64(Vec::new());
         }
     }
 
@@ -382,6 +397,14 @@ impl CorrectedAllreduce {
             return;
         }
         self.counters.messages_received += 1;
+        let reduce_frame = matches!(
+            CorrectedKind::from_u8(frame.header.kind),
+            Some(CorrectedKind::UpCorrection | CorrectedKind::ReduceTree)
+        );
+        if self.finished == Some(Phase::Done) && reduce_frame {
+            // The reduce's work is over here (see `shed`).
+            return;
+        }
         self.route(now, from, frame, out);
         self.step(now, out);
     }
@@ -525,7 +548,7 @@ impl Protocol for CorrectedAllreduce {
         let reduce = self.reduce.status().counters;
         let bcast = self.bcast.status().counters;
         let mut counters = self.counters;
-        counters.messages_sent = reduce.messages_sent + bcast.messages_sent;
+        counters.messages_sent = self.reduce_sent + reduce.messages_sent + bcast.messages_sent;
         RankStatus {
             phase: self.phase(),
             iteration: self.attempt,

@@ -2,11 +2,13 @@
 //! crash in the middle of one costs, beside the ULFM way.
 //!
 //! Per rank count of `--sizes` and size of `--bytes` (doubles):
-//! - the fault-free median of the plain ring allreduce and of `ft-ring` (the price of
-//!   tolerance: one agreement, and in place a copy of the input; `--out-of-place` calls
-//!   both out of place, as the MPI side calls `MPI_Allreduce(in, out)`);
-//! - the time to the survivors' result of an `ft-ring` in which one rank is SIGKILLed half the
-//!   fault-free median after the operation starts (median of `--repeat` runs);
+//! - the fault-free median of the plain ring allreduce and of the fault-tolerant one, `ft-ring`
+//!   or (`--algo ft-corrected`) the corrected trees in segments (the price of tolerance: for
+//!   the ring one agreement, and in place a copy of the input; `--out-of-place` calls both
+//!   out of place, as the MPI side calls `MPI_Allreduce(in, out)`);
+//! - the time to the survivors' result of the fault-tolerant one in which one rank is
+//!   SIGKILLed half the fault-free median after the operation starts (median of `--repeat`
+//!   runs);
 //! - the ULFM way on ftcoll's runtime: the ring fails, the survivors revoke, acknowledge,
 //!   shrink and run it again;
 //! - the ULFM way with Open MPI 5 (`bench/ulfm_allreduce.c`, built with the mpicc under
@@ -36,6 +38,9 @@ const MAX_ITERS: u32 = 50;
 /// One line of the table (the `--json` output).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct FtAllreduceRow {
+    /// The fault-tolerant algorithm (`ft-ring` or `ft-corrected`); the `ft_ring_*` fields
+    /// are its figures.
+    pub algo: &'static str,
     /// Ranks.
     pub n: u32,
     /// Bytes per rank.
@@ -201,26 +206,28 @@ fn measure(
 ) -> FtAllreduceRow {
     let len = (bytes / 8) as usize;
     let victim = n / 2;
+    let tolerant = row_algo(args);
     let mut row = FtAllreduceRow {
+        algo: tolerant,
         n,
         bytes,
         victim,
         ..FtAllreduceRow::default()
     };
     let mut notes = Vec::new();
-    eprintln!("n = {n}, {bytes} bytes: fault-free ring and ft-ring");
+    eprintln!("n = {n}, {bytes} bytes: fault-free ring and {tolerant}");
     let oop = args.out_of_place;
     row.ring_us = fault_free("ring", (n, len), iters, oop)
         .map_err(|e| notes.push(row_note("ring", e)))
         .ok();
-    row.ft_ring_us = fault_free("ft-ring", (n, len), iters, oop)
-        .map_err(|e| notes.push(row_note("ft-ring", e)))
+    row.ft_ring_us = fault_free(tolerant, (n, len), iters, oop)
+        .map_err(|e| notes.push(row_note(tolerant, e)))
         .ok();
     if let Some(free) = row.ft_ring_us {
         let after = (free / 2.0).max(1.0) as u64;
         let shape = (n, len, victim);
-        row.ft_ring_crash_us = faulty("ft-ring", (false, oop), shape, after, args.repeat)
-            .map_err(|e| notes.push(row_note("ft-ring with a crash", e)))
+        row.ft_ring_crash_us = faulty(tolerant, (false, oop), shape, after, args.repeat)
+            .map_err(|e| notes.push(row_note("the crash run", e)))
             .ok();
         if let Some(ring) = row.ring_us {
             let after = (ring / 2.0).max(1.0) as u64;
@@ -252,6 +259,14 @@ fn measure(
     row
 }
 
+/// The fault-tolerant algorithm `--algo` names (checked in [`run`]).
+fn row_algo(args: &BenchArgs) -> &'static str {
+    match args.allreduce_algo.as_deref() {
+        Some("ft-corrected") => "ft-corrected",
+        _ => "ft-ring",
+    }
+}
+
 fn row_note(what: &str, error: anyhow::Error) -> String {
     eprintln!("  {what} failed: {error:#}");
     format!("{what}: {error:#}")
@@ -265,6 +280,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if args.repeat == 0 {
         bail!("bench ft-allreduce needs --repeat >= 1");
     }
+    if let Some(other) = args
+        .allreduce_algo
+        .as_deref()
+        .filter(|a| !["ft-ring", "ft-corrected"].contains(a))
+    {
+        bail!("bench ft-allreduce --algo takes ft-ring or ft-corrected, not '{other}'");
+    }
     let dir = tempdir()?;
     let ulfm = UlfmAllreduce::build(&args.ulfm_prefix, args.mpi_prebuilt.as_deref(), &dir);
     // Each fault-free median runs `iters` operations of a job and each crash run a job of its
@@ -277,7 +299,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    print_table(&rows, args.out_of_place, (args.iters, iters));
+    print_table(&rows, args, iters);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -285,7 +307,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_table(rows: &[FtAllreduceRow], out_of_place: bool, (asked, iters): (u32, u32)) {
+fn print_table(rows: &[FtAllreduceRow], args: &BenchArgs, iters: u32) {
+    let (out_of_place, asked) = (args.out_of_place, args.iters);
     let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
     let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
     println!(
@@ -299,11 +322,11 @@ fn print_table(rows: &[FtAllreduceRow], out_of_place: bool, (asked, iters): (u32
     };
     println!("fault-free medians over {iters} operations{bounded}");
     println!(
-        "{:>4} {:>10} {:>9} {:>9} {:>6} {:>10} {:>7} {:>10} {:>9} {:>10} {:>8}",
+        "{:>4} {:>10} {:>9} {:>12} {:>6} {:>10} {:>7} {:>10} {:>9} {:>10} {:>8}",
         "n",
         "bytes",
         "ring",
-        "ft-ring",
+        row_algo(args),
         "price",
         "ft crash",
         "/free",
@@ -314,7 +337,7 @@ fn print_table(rows: &[FtAllreduceRow], out_of_place: bool, (asked, iters): (u32
     );
     for r in rows {
         println!(
-            "{:>4} {:>10} {:>9} {:>9} {:>6} {:>10} {:>7} {:>10} {:>9} {:>10} {:>8}",
+            "{:>4} {:>10} {:>9} {:>12} {:>6} {:>10} {:>7} {:>10} {:>9} {:>10} {:>8}",
             r.n,
             r.bytes,
             us(r.ring_us),
