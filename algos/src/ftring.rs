@@ -349,6 +349,13 @@ impl<R: AttemptRing> FtRing<R> {
                 Err(error) => out.emit(Event::Rejected { from, error }),
             }
         }
+        if dead_member {
+            // The attempt cannot count every member: RETRY at once, the trees running on for
+            // peers that do not know yet and wait for this rank's part (see `on_message`).
+            self.contribute(RETRY, out);
+            self.check_decision(now, out);
+            return;
+        }
         self.after_ring(now, out);
     }
 
@@ -593,7 +600,9 @@ impl<R: AttemptRing> FtRing<R> {
         }
         self.counters.failures_noticed += 1;
         self.agreement.peer_failed(peer, out);
-        if self.stage == Stage::Ringing {
+        let running = self.stage == Stage::Ringing
+            || (R::TOLERATES_FAILURES && self.stage == Stage::Agreeing);
+        if running {
             if let Ok(position) = self.members.binary_search(&peer.0) {
                 let peer = Rank(position as u32);
                 self.drive_ring(now, Input::PeerFailed { peer }, out);
