@@ -246,6 +246,10 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
             "--tolerate sets f of the corrected-tree algorithms",
         ),
         (&["experiment", "fig8", "--placements", "0"], "--placements"),
+        (
+            &["bench", "ft-allreduce", "--algo", "ring"],
+            "bench ft-allreduce --algo takes ft-ring or ft-corrected, not 'ring'",
+        ),
         // Each list of rank counts is named in its own error.
         (
             &["bench", "ftco", "--fig6-sizes", "1"],
