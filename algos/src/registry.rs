@@ -470,7 +470,7 @@ const CORRECTED_BCAST: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Ignored,
-    payload: F64_ONE_FRAME,
+    payload: ANY_NUMERIC_SEGMENTED,
 };
 
 const CORRECTED_ALLREDUCE: Descriptor = Descriptor {

@@ -1,5 +1,6 @@
 //! The corrected-tree allreduce on real processes: exact survivor results while ranks are
-//! SIGKILLed during the operations, and while the first root candidate is dead before them.
+//! SIGKILLed during the operations, and while the first root candidate is dead before them; the
+//! broadcast at 16 MiB in segments with a rank killed while they stream.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -104,6 +105,44 @@ fn corrected_reduce_and_broadcast_run_on_real_ranks() {
         );
         assert_exact_at_every_survivor(&out, &json, 50, &[]);
         assert_eq!(json["max_rel_error"], 0.0, "{algo}: {json}");
+    }
+}
+
+/// The broadcast of 16 MiB of integers in pipelined segments, over shared memory and TCP, a
+/// non-root rank killed while they stream: every survivor ends with the root's whole vector.
+#[test]
+fn a_long_broadcast_reaches_every_survivor_whole() {
+    for (transport, dtype) in [("shm", "u64"), ("tcp", "i32")] {
+        let (out, json) = run_job(
+            &[
+                "-n",
+                "5",
+                "--algo",
+                "corrected-bcast",
+                "--dtype",
+                dtype,
+                "--len",
+                "2097152",
+                "--input",
+                "int",
+                "--ops",
+                "3",
+                "--no-tui",
+                "--transport",
+                transport,
+                "--fault",
+                "kill:rank=3,op=1,at=20ms",
+            ],
+            &format!("long-bcast-{transport}.json"),
+        );
+        // A broadcast's result is the root's input, not one of the admissible aggregates.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{transport}: {stderr}");
+        assert_eq!(common::failed_ranks(&json), vec![3], "{json}");
+        assert_eq!(json["ops_ok_all_survivors"], 3, "{json}");
+        assert_eq!(json["consistent"], true, "{json}");
+        assert_eq!(json["exact"], true, "{json}");
+        assert_eq!(json["max_rel_error"], 0.0, "{transport}: {json}");
     }
 }
 

@@ -513,7 +513,8 @@ impl CorrectedBcast {
     }
 }
 
-/// Runs whole-vector (one segment): the shell's defaults.
+/// One broadcast per segment, all from the same root, copied in and out (the shell's defaults):
+/// a rank has the whole vector only once every segment came, so no segment can disagree.
 impl crate::protocol::SegmentProtocol for CorrectedBcast {}
 
 impl Protocol for CorrectedBcast {
@@ -568,6 +569,14 @@ impl Protocol for CorrectedBcast {
         dst.clear();
         if let Some(value) = self.value() {
             value.push_as_f64(dst);
+        }
+    }
+
+    /// The delivered value in its own type.
+    fn result(&self) -> Option<ValuesRef<'_>> {
+        match self.finished {
+            Some(Phase::Done) => self.value().map(Values::as_ref),
+            _ => None,
         }
     }
 

@@ -532,6 +532,15 @@ impl Protocol for CorrectedReduce {
         self.result.is_some()
     }
 
+    /// The root's result in the operation's own type (an average's is a sum and a weight,
+    /// which `estimate` divides).
+    fn result(&self) -> Option<ValuesRef<'_>> {
+        match self.config.op {
+            ReduceOp::Average => None,
+            _ => self.result.as_ref().map(Values::as_ref),
+        }
+    }
+
     fn status(&self) -> RankStatus {
         RankStatus {
             phase: self.phase,

@@ -411,6 +411,10 @@ impl Collective {
             Collective::FtCorrected(o) => {
                 Some(on_slice!(data, s => comm.ft_corrected_allreduce(s, op, o)))
             }
+            Collective::CorrectedBcast(o) => {
+                Some(on_slice!(data, s => comm.corrected_bcast(s, 0, o)))
+            }
+
             Collective::Pick => Some(on_slice!(data, s => comm.allreduce(s, op))),
             Collective::ChainBcast => Some(on_slice!(data, s => comm.bcast(s, 0))),
             Collective::ChainReduce => {
@@ -440,6 +444,7 @@ impl Collective {
             | Collective::Ring
             | Collective::FtRing
             | Collective::FtCorrected(_)
+            | Collective::CorrectedBcast(_)
             | Collective::Pick
             | Collective::ChainBcast
             | Collective::ChainReduce => {
@@ -449,7 +454,7 @@ impl Collective {
             Collective::CorrectedReduce(o) => {
                 Ok((comm.corrected_reduce(data, op, 0, o)?, root_only))
             }
-            Collective::CorrectedBcast(o) => Ok((comm.corrected_bcast(data, 0, o)?, true)),
+
             Collective::EraAgree => {
                 let decided = agree_once(comm, data)?;
                 match decided.violation {

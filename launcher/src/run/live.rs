@@ -261,8 +261,14 @@ fn check_whole_vector(
         + 8;
     let most = frame.saturating_sub(slack) / 8;
     if args.len > most {
+        let instead = match algo.kind() {
+            Kind::Corrected(Collective::Allreduce) => {
+                "ft-corrected (the same trees, any length) or ft-ring"
+            }
+            _ => "ft-ring (fault-tolerant, any length)",
+        };
         bail!(
-            "{algo} carries its vector in one frame: at most {most} elements over {transport} with {} ranks, not --len {}; lower --len, or use --algo ft-ring (fault-tolerant, any length) or rdb, direct or ring",
+            "{algo} carries its vector in one frame: at most {most} elements over {transport} with {} ranks, not --len {}; lower --len, or use --algo {instead} or rdb, direct or ring",
             args.n,
             args.len
         );

@@ -240,7 +240,9 @@ impl Communicator {
     }
 
     /// Fault-tolerant reduce to `root` by up-correction (001 Sec. 4). At the root `data` becomes
-    /// the result; elsewhere it is left unchanged. If the root fails, the call is a no-op.
+    /// the result; elsewhere it is left unchanged. If the root fails, the call is a no-op. One
+    /// frame's worth of vector: in segments, a rank that died while they streamed would be
+    /// counted in some and not in others, and only the root could tell.
     pub fn corrected_reduce(
         &mut self,
         data: &mut [f64],
@@ -262,24 +264,32 @@ impl Communicator {
         self.run_collective(shell, move |_, _, _| CorrectedReduce::new(config), data)
     }
 
-    /// Corrected-tree broadcast of the root's `data` to every rank.
-    pub fn corrected_bcast(
+    /// Corrected-tree broadcast of the root's `data` to every rank, any type and any length in
+    /// pipelined segments: a rank returns only once every segment came, all from the root.
+    pub fn corrected_bcast<T: Element>(
         &mut self,
-        data: &mut [f64],
+        data: &mut [T],
         root: u32,
         options: CorrectedOptions,
     ) -> Result<Outcome, CommError> {
-        let mut config = BcastConfig::new(
-            self.me(),
-            self.size(),
-            OpId(self.ops + 1),
-            Rank(root),
-            options.tolerate,
-        );
-        config.correction = options.correction;
-        let shell =
-            self.whole_vector_shell(Algorithm::CorrectedBcast, ReduceOp::Sum, data.len())?;
-        self.run_collective(shell, move |_, _, _| CorrectedBcast::new(config), data)
+        let shell = self.shell_config(
+            Algorithm::CorrectedBcast,
+            ReduceOp::Sum,
+            T::DTYPE,
+            Slack::NONE,
+        )?;
+        let make = move |shell: &ShellConfig, _, _| {
+            let mut config = BcastConfig::new(
+                shell.rank,
+                shell.size,
+                shell.op,
+                Rank(root),
+                options.tolerate,
+            );
+            config.correction = options.correction;
+            CorrectedBcast::new(config)
+        };
+        self.run_collective(shell, make, data)
     }
 
     /// This rank as the collectives number it: its index among the members (after a shrink,

@@ -80,6 +80,8 @@ impl Communicator {
         let slack = Slack(whole_vector_trailer_bytes(self.size()));
         let config = self.ft_ring_config::<T>(op, Algorithm::FtCorrected, slack)?;
         let mut protocol = FtRing::corrected(config, options.tolerate, options.correction);
+        // Its agreements are served until the flush at exit, as the ring's are.
+        self.ft_rings += 1;
         let members = self.members();
         let (outcome, owes_peers) =
             self.run_collective_in(&mut protocol, data, |ft, outcome| {
