@@ -148,6 +148,8 @@ pub struct CorrectedAllreduce {
     answered_late: RankSet,
     /// Frames sent by reduces dropped once done (see `shed`).
     reduce_sent: u64,
+    /// The reduce was dropped (see `shed`).
+    reduce_shed: bool,
     finished: Option<Phase>,
     counters: Counters,
 }
@@ -166,6 +168,7 @@ impl CorrectedAllreduce {
             held: Vec::new(),
             answered_late: RankSet::default(),
             reduce_sent: 0,
+            reduce_shed: false,
             finished: None,
             counters: Counters::default(),
         }
@@ -336,15 +339,20 @@ impl CorrectedAllreduce {
         }
     }
 
-    /// Drops what a delivered rank no longer needs (the input, the reduce's partial values),
+    /// Drops what a delivered rank no longer needs (the input; the reduce's partial values once
+    /// it has sent its part, which a rank that delivered early may still owe its parent),
     /// keeping the result to answer late peers with: a long vector's finished segments then
     /// hold one copy of it, not three.
     fn shed(&mut self) {
-        self.reduce_sent += self.reduce.status().counters.messages_sent;
-        self.reduce = CorrectedReduce::new(self.config.reduce(self.attempt));
         if let Some(input) = &mut self.input {
             *input = Values::F64(Vec::new());
         }
+        if self.reduce_shed || self.reduce.phase() == Phase::Running {
+            return;
+        }
+        self.reduce_shed = true;
+        self.reduce_sent += self.reduce.status().counters.messages_sent;
+        self.reduce = CorrectedReduce::new(self.config.reduce(self.attempt));
     }
 
     fn on_message(&mut self, now: Time, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
@@ -401,12 +409,15 @@ impl CorrectedAllreduce {
             CorrectedKind::from_u8(frame.header.kind),
             Some(CorrectedKind::UpCorrection | CorrectedKind::ReduceTree)
         );
-        if self.finished == Some(Phase::Done) && reduce_frame {
+        if self.reduce_shed && reduce_frame {
             // The reduce's work is over here (see `shed`).
             return;
         }
         self.route(now, from, frame, out);
         self.step(now, out);
+        if self.finished == Some(Phase::Done) {
+            self.shed();
+        }
     }
 
     /// A rank still in a later attempt wrote to this one, which delivered: send it the result,
@@ -493,6 +504,9 @@ impl Protocol for CorrectedAllreduce {
                     drive(&mut self.reduce, now, input, out);
                     drive(&mut self.bcast, now, input, out);
                     self.step(now, out);
+                    if self.finished == Some(Phase::Done) {
+                        self.shed();
+                    }
                 }
             }
             Input::LinkFailed { .. } => {}
