@@ -127,9 +127,10 @@ pub struct RunArgs {
     /// allreduce tries up to f + 1 root candidates (ranks 0..=f) [default: 1].
     #[arg(long)]
     pub tolerate: Option<u32>,
-    /// How corrected-reduce reports failures up the tree: list, count (count + bit) or bit.
-    #[arg(long, default_value = "count")]
-    pub failure_info: String,
+    /// How corrected-reduce reports failures up the tree: list, count (count + bit) or bit
+    /// [default: count]. Not with ft-corrected, whose segments always report lists.
+    #[arg(long)]
+    pub failure_info: Option<String>,
     /// Correction phase of corrected-bcast / corrected-allreduce: checked, opportunistic:D
     /// (the D nearest ring neighbours on each side), or `timed[:GAP]` (checked with no failure
     /// detector: GAP steps in the simulator, default 40; a time on real ranks, default 1ms).

@@ -155,7 +155,14 @@ pub fn job_from_args(args: &RunArgs) -> anyhow::Result<(JobSpec, SimConfig)> {
              -allreduce, ft-corrected); {algo} takes no bound on failures (see docs/CLI.md)"
         ),
     };
-    spec.failure_info = ftcoll_launcher::text::options::parse_failure_info(&args.failure_info)
+    if args.failure_info.is_some() && algo == Algorithm::FtCorrected {
+        bail!(
+            "ft-corrected's segments always report failures as lists (the one scheme that tells \
+             a root whose inputs a segment lacks); drop --failure-info"
+        );
+    }
+    let failure_info = args.failure_info.as_deref().unwrap_or("count");
+    spec.failure_info = ftcoll_launcher::text::options::parse_failure_info(failure_info)
         .map_err(anyhow::Error::msg)?;
     spec.correction =
         ftcoll_launcher::text::options::parse_correction_for(&args.correction, args.sim)

@@ -247,6 +247,10 @@ fn bad_arguments_get_one_line_errors_and_a_failing_exit() {
         ),
         (&["experiment", "fig8", "--placements", "0"], "--placements"),
         (
+            &["-n", "3", "--algo", "ft-corrected", "--failure-info", "bit"],
+            "ft-corrected's segments always report failures as lists",
+        ),
+        (
             &["bench", "ft-allreduce", "--algo", "ring"],
             "bench ft-allreduce --algo takes ft-ring or ft-corrected, not 'ring'",
         ),

@@ -396,7 +396,7 @@ fn builtin_spec(
             "--tolerate".into(),
             args.tolerate.unwrap_or(1).to_string(),
             "--failure-info".into(),
-            args.failure_info.clone(),
+            args.failure_info.clone().unwrap_or_else(|| "count".into()),
             "--correction".into(),
             args.correction.clone(),
             "--ftco-tree".into(),
