@@ -135,6 +135,12 @@ pub enum AbortReason {
         /// The other rank's vector.
         remote: (crate::values::Dtype, u64),
     },
+    /// The segments of the vector count different ranks (a rank died while they streamed):
+    /// no whole vector is the reduction over one set of ranks, so none is returned.
+    MixedContributors {
+        /// Segments whose set differs from the first segment's.
+        segments: u32,
+    },
 }
 
 /// Something a protocol reports to its driver.

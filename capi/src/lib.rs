@@ -91,7 +91,10 @@ struct Failure(c_int, String);
 impl From<CommError> for Failure {
     fn from(error: CommError) -> Failure {
         let code = match &error {
-            CommError::PeerFailed { .. } => FTCOLL_ERR_PROC_FAILED,
+            // A rank failed mid-call: the caller retries, as after any process failure.
+            CommError::PeerFailed { .. } | CommError::MixedContributors { .. } => {
+                FTCOLL_ERR_PROC_FAILED
+            }
             CommError::Revoked => FTCOLL_ERR_REVOKED,
             CommError::Shape { .. } | CommError::ShapeMismatch { .. } => FTCOLL_ERR_SHAPE,
             CommError::TimedOut(_) | CommError::Unsettled { .. } => FTCOLL_ERR_TIMEOUT,
@@ -378,8 +381,8 @@ pub unsafe extern "C" fn ftcoll_corrected_allreduce(
 
 /// Fault-tolerant allreduce of doubles in place by FTCO (004): a tree that routes around failed
 /// ranks inside the operation; a rank silent for `detect_timeout_ms` (or reported dead by the
-/// launcher) is left out. The vector must fit one frame of the transport. Excluded ranks as in
-/// `ftcoll_ft_allreduce`.
+/// launcher) is left out. Any length, in segments; a rank that died while they streamed gives
+/// `FTCOLL_ERR_PROC_FAILED` (call again). Excluded ranks as in `ftcoll_ft_allreduce`.
 ///
 /// # Safety
 /// As `ftcoll_corrected_allreduce`.

@@ -62,7 +62,9 @@ create_exception!(
 fn to_py(error: CommError) -> PyErr {
     let text = error.to_string();
     match error {
-        CommError::PeerFailed { .. } => ProcFailedError::new_err(text),
+        CommError::PeerFailed { .. } | CommError::MixedContributors { .. } => {
+            ProcFailedError::new_err(text)
+        }
         CommError::Revoked => RevokedError::new_err(text),
         CommError::Shape { .. } | CommError::ShapeMismatch { .. } => ShapeError::new_err(text),
         CommError::TimedOut(_) | CommError::Unsettled { .. } => OpTimeoutError::new_err(text),

@@ -12,10 +12,12 @@
 //! so choose a timeout well above the machine's scheduling delays.
 
 use ftcoll_algos::ftco::{Collective, Ftco, FtcoOptions};
-use ftcoll_algos::protocol::{Input, Outbox, Protocol, Wrapper};
-use ftcoll_algos::{Rank, ReduceOp, Time};
+use ftcoll_algos::protocol::{AbortReason, Assembled, Input, Outbox, Protocol, Segmented, Wrapper};
+use ftcoll_algos::{Rank, ReduceOp, Time, ValuesRef};
 
-use crate::comm::{CommError, Communicator, Outcome};
+use ftcoll_algos::values::Element;
+
+use crate::comm::{CommError, Communicator, Outcome, Slack};
 
 /// Message latency f_ETA assumes on real ranks over shared memory or TCP on one machine.
 const REAL_ETA_LATENCY_NS: u64 = 50_000;
@@ -85,20 +87,19 @@ pub struct FtcoCall {
     pub seed: u64,
 }
 
-/// FTCO that ignores failure notices: failures are found by its own timeouts only.
-struct TimeoutsOnly(Ftco);
-
-/// Runs whole-vector (one segment): the shell's defaults.
-impl ftcoll_algos::protocol::SegmentProtocol for TimeoutsOnly {}
+/// FTCO that ignores the launcher's failure notices: failures are found by its own timeouts
+/// only. It wraps the whole shell, so that a death one segment's timeout found still reaches
+/// the other segments (the shell tells them) while notices from outside do not.
+struct TimeoutsOnly(Segmented<Ftco>);
 
 impl Wrapper for TimeoutsOnly {
-    type Inner = Ftco;
+    type Inner = Segmented<Ftco>;
 
-    fn inner(&self) -> &Ftco {
+    fn inner(&self) -> &Segmented<Ftco> {
         &self.0
     }
 
-    fn inner_mut(&mut self) -> &mut Ftco {
+    fn inner_mut(&mut self) -> &mut Segmented<Ftco> {
         &mut self.0
     }
 
@@ -109,14 +110,36 @@ impl Wrapper for TimeoutsOnly {
     }
 }
 
+impl Assembled for TimeoutsOnly {
+    fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_> {
+        self.0.results()
+    }
+
+    fn output_len_total(&self) -> usize {
+        self.0.output_len_total()
+    }
+
+    fn abort_reason(&self) -> Option<AbortReason> {
+        self.0.abort_reason()
+    }
+}
+
 impl Communicator {
-    /// An FTCO collective over this communicator's members: `data` is this rank's input and,
-    /// where the rank gets a result (every rank of an allreduce or broadcast, rank 0 of a
-    /// reduce), becomes the result. The outcome's `excluded` lists the ranks (world ranks)
-    /// whose input the result does not contain.
-    pub fn ftco(
+    /// An FTCO collective over this communicator's members, any type and length: `data` is
+    /// this rank's input and, where the rank gets a result (every rank of an allreduce or
+    /// broadcast, rank 0 of a reduce), becomes the result. The outcome's `excluded` lists the
+    /// ranks (world ranks) whose input the result does not contain.
+    ///
+    /// A vector longer than a frame runs as one FTCO operation per segment, pipelined. Each
+    /// segment keeps 004's guarantees; a rank that dies while they stream is counted in the
+    /// segments it reached and not in the others, and then the call returns
+    /// [`CommError::MixedContributors`] at every rank that would hold the result (identically
+    /// at every rank of an allreduce: every segment's result and its contributor set are the
+    /// same everywhere), never a vector that mixes them. The next call leaves the dead rank
+    /// out from the start.
+    pub fn ftco<T: Element>(
         &mut self,
-        data: &mut [f64],
+        data: &mut [T],
         op: ReduceOp,
         call: &FtcoCall,
     ) -> Result<Outcome, CommError> {
@@ -138,17 +161,23 @@ impl Communicator {
                 call.seed,
             )
             .map_err(CommError::Config)?;
-        // An average carries its weight as one more element.
-        let elements = data.len() as u64 + u64::from(op == ReduceOp::Average);
-        config.payload_bytes = elements.saturating_mul(8);
-        // DATA to peer roots carries one vector per piece; past a frame it goes in parts.
+        // Segments as large as a frame holds beside the pieces' contributor ranges and the
+        // dead set (and an average's weight).
         let trailer = crate::comm::whole_vector_trailer_bytes(self.size());
+        let shell = self.shell_config(call.collective.algo(), op, T::DTYPE, Slack(trailer))?;
+        // The whole vector's bytes, not a segment's: segments stream together, and a peer
+        // busy moving the others is late on this one without being silent (with a segment's
+        // allowance, a live rank of a 16 MiB allreduce at n = 5 on 2 cores was taken for dead
+        // and fenced). An average carries its weight as one more element.
+        let elements = data.len() as u64 + u64::from(op == ReduceOp::Average);
+        config.payload_bytes = elements.saturating_mul(T::DTYPE.elem_bytes() as u64);
+        // DATA to peer roots carries one vector per piece; past a frame it goes in parts.
         config.max_data_bytes =
             self.max_frame_bytes()
                 .saturating_sub(ftcoll_algos::wire::HEADER_BYTES + trailer) as u64;
-        let shell = self.whole_vector_shell(call.collective.algo(), op, data.len())?;
         let reduces = call.collective != Collective::Bcast;
-        // Who the result leaves out, from its contributor set (member indices to world ranks).
+        // Who the result leaves out, from its contributor set (member indices to world ranks):
+        // every segment's set is the same, or the call ended with an error.
         let excluded = move |engine: &Ftco, outcome: &mut Outcome| {
             if let (true, Some(piece)) = (reduces, engine.result()) {
                 outcome.excluded = members
@@ -159,18 +188,18 @@ impl Communicator {
                     .collect();
             }
         };
+        let make = move |_: &_, _, _| Ftco::new(config.clone());
         if call.notices {
-            let make = move |_: &_, _, _| Ftco::new(config.clone());
             self.run_collective_then(shell, make, data, |shell, o| {
                 if let Some(engine) = shell.any_instance() {
                     excluded(engine, o)
                 }
             })
         } else {
-            let make = move |_: &_, _, _| TimeoutsOnly(Ftco::new(config.clone()));
-            self.run_collective_then(shell, make, data, |shell, o| {
-                if let Some(p) = shell.any_instance() {
-                    excluded(&p.0, o)
+            let shell = TimeoutsOnly(Segmented::new(shell, Box::new(make)));
+            self.run_assembled_then(shell, data, |shell, o| {
+                if let Some(engine) = shell.0.any_instance() {
+                    excluded(engine, o)
                 }
             })
         }

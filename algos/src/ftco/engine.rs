@@ -16,7 +16,7 @@ use crate::protocol::{
 use crate::rank::{Rank, RankSet};
 use crate::rng::SimRng;
 use crate::time::{Duration, Time};
-use crate::values::{finish_estimate, Dtype, Values, ValuesRef};
+use crate::values::{finish_estimate, Dtype, ReduceOp, Values, ValuesRef};
 use crate::wire::FrameHeader;
 
 use super::knowledge::PeerKnowledge;
@@ -610,8 +610,19 @@ impl Ftco {
     }
 }
 
-/// Runs whole-vector (one segment): the shell's defaults.
-impl crate::protocol::SegmentProtocol for Ftco {}
+/// A segment's result names its contributors, so that the shell never joins segments that
+/// count different ranks.
+impl crate::protocol::SegmentProtocol for Ftco {
+    fn contributors(&self, dst: &mut Vec<u32>) -> bool {
+        match &self.result {
+            Some(piece) if self.config.collective != Collective::Bcast => {
+                piece.contributors.encode_into(dst);
+                true
+            }
+            _ => false,
+        }
+    }
+}
 
 impl Protocol for Ftco {
     fn handle(&mut self, now: Time, input: Input<'_>, out: &mut Outbox) {
@@ -669,6 +680,17 @@ impl Protocol for Ftco {
 
     fn has_result(&self) -> bool {
         self.phase == Phase::Done && self.result.is_some()
+    }
+
+    /// The result in the operation's own type (an average's carries its weight: the shell
+    /// reads the estimate then).
+    fn result(&self) -> Option<ValuesRef<'_>> {
+        match &self.result {
+            Some(piece) if self.phase == Phase::Done && self.config.op != ReduceOp::Average => {
+                Some(piece.value.as_ref())
+            }
+            _ => None,
+        }
     }
 
     fn status(&self) -> RankStatus {

@@ -23,8 +23,11 @@ use crate::values::{Dtype, ReduceOp, Values, ValuesRef};
 use crate::wire::{Frame, FrameError, FrameHeader, OpId, Stamp};
 
 mod layout;
+mod segment_protocol;
 
+use layout::write_f64;
 pub use layout::Layout;
+pub use segment_protocol::SegmentProtocol;
 
 /// Message kind reserved in every protocol for the shell's shape-mismatch notice.
 pub const KIND_SHAPE_MISMATCH: u8 = 0xFF;
@@ -82,54 +85,6 @@ enum Slot<P> {
     Finished(Option<P>),
 }
 
-/// What the shell needs of the protocol of a segment beyond [`Protocol`]: to start it on a
-/// buffer the shell hands over and to take the result buffer back, so that a segment's values
-/// are not copied into the protocol and out again. The defaults copy (through
-/// [`Input::Start`] and [`Protocol::result`]); the allreduces of long vectors override them.
-pub trait SegmentProtocol: Protocol {
-    /// Starts on `data`, which the protocol may keep as its own state.
-    fn start_owned(&mut self, now: Time, data: Values, out: &mut Outbox) {
-        self.handle(
-            now,
-            Input::Start {
-                data: data.as_ref(),
-            },
-            out,
-        );
-    }
-
-    /// The result, moved out, once done; `None` where the protocol keeps no result buffer of
-    /// the operation's type (then the shell reads [`Protocol::result`] or the estimate).
-    fn take_result(&mut self) -> Option<Values> {
-        None
-    }
-
-    /// Whether the finished segment's result counts every rank of the operation: false where a
-    /// fault-tolerant protocol left out a failed rank's input. The shell counts the segments
-    /// that did not ([`Segmented::partial_segments`]), so that a composite can refuse to mix
-    /// them with segments that did.
-    fn counts_every_rank(&self) -> bool {
-        true
-    }
-
-    /// Whether a finished segment must stay to answer peers still in it until the operation
-    /// ends, settled or not: a corrected allreduce answers a rank that moved to a later root
-    /// with the value it delivered (001's adoption). No, by default.
-    fn answers_when_done(&self) -> bool {
-        false
-    }
-
-    /// Whether instances would read the clock ([`Protocol::reads_clock`]), asked of a shell
-    /// that holds none yet: a driver asks before the operation starts. True unless the
-    /// protocol never looks at the time.
-    fn reads_clock_unstarted() -> bool
-    where
-        Self: Sized,
-    {
-        true
-    }
-}
-
 /// Builds (or recycles) the inner protocol of one segment: called with the shell's
 /// configuration, the segment, and a finished instance to restart in place where there is one.
 pub type MakeSegment<P> = Box<dyn FnMut(&ShellConfig, u32, Option<P>) -> P + Send>;
@@ -152,6 +107,13 @@ pub struct Segmented<P: SegmentProtocol> {
     has_result: bool,
     /// Finished segments whose result leaves out a rank's input.
     partial_segments: u32,
+    /// The contributor set of the first finished segment that names one
+    /// ([`SegmentProtocol::contributors`]), and how many finished segments named another.
+    contributors: Option<Vec<u32>>,
+    mixed_segments: u32,
+    /// The checker's planted-bug control: assemble segments that count different ranks.
+    accept_mixed: bool,
+    words: Vec<u32>,
     failed: Vec<Rank>,
     failed_links: Vec<Rank>,
     phase: Phase,
@@ -179,6 +141,10 @@ impl<P: SegmentProtocol> Segmented<P> {
             finished: 0,
             has_result: true,
             partial_segments: 0,
+            contributors: None,
+            mixed_segments: 0,
+            accept_mixed: false,
+            words: Vec::new(),
             failed: Vec::new(),
             failed_links: Vec::new(),
             phase: Phase::Idle,
@@ -206,6 +172,8 @@ impl<P: SegmentProtocol> Segmented<P> {
         self.finished = 0;
         self.has_result = true;
         self.partial_segments = 0;
+        self.contributors = None;
+        self.mixed_segments = 0;
         self.failed.clear();
         self.failed_links.clear();
         self.phase = Phase::Idle;
@@ -217,6 +185,18 @@ impl<P: SegmentProtocol> Segmented<P> {
     /// [`SegmentProtocol::counts_every_rank`]).
     pub fn partial_segments(&self) -> u32 {
         self.partial_segments
+    }
+
+    /// Finished segments whose contributor set differs from the first one's.
+    pub fn mixed_segments(&self) -> u32 {
+        self.mixed_segments
+    }
+
+    /// The checker's planted-bug control: complete with segments whose contributor sets
+    /// differ instead of ending with [`AbortReason::MixedContributors`]. Never in a library
+    /// call.
+    pub fn accept_mixed_contributors(&mut self) {
+        self.accept_mixed = true;
     }
 
     /// The result segment by segment, once final (`None` before, or where this rank gets
@@ -359,9 +339,14 @@ impl<P: SegmentProtocol> Segmented<P> {
 
     /// Looks at what a segment's instance reported from event `first` on: its completion and
     /// abort become the shell's business; everything else passes through.
+    ///
+    /// A peer one segment suspects (its own timeout took it for dead; the driver fences it, as
+    /// fail-stop requires) is this rank's knowledge: every other segment is told at once, as
+    /// of a failure, rather than each waiting out its own timeout for the same silent rank.
     fn after_inner(&mut self, now: Time, segment: usize, first: usize, out: &mut Outbox) {
         let mut completed = false;
         let mut aborted = None;
+        let mut suspected: Vec<Rank> = Vec::new();
         out.retain_events_from(first, |event| match event {
             Event::Completed => {
                 completed = true;
@@ -372,6 +357,10 @@ impl<P: SegmentProtocol> Segmented<P> {
                 false
             }
             Event::RoundDone { .. } => segment == 0,
+            Event::Suspected { peer } => {
+                suspected.push(*peer);
+                true
+            }
             _ => true,
         });
         if let Some(reason) = aborted {
@@ -380,6 +369,14 @@ impl<P: SegmentProtocol> Segmented<P> {
         }
         if completed {
             self.finish_segment(now, segment, out);
+        }
+        // Telling the segments may make them suspect another peer, which comes back here;
+        // each peer is told once, so the recursion ends within N.
+        for peer in suspected {
+            if !self.failed.contains(&peer) && self.phase == Phase::Running {
+                self.failed.push(peer);
+                self.hand_every_live(now, Input::PeerFailed { peer }, out);
+            }
         }
     }
 
@@ -391,6 +388,14 @@ impl<P: SegmentProtocol> Segmented<P> {
         };
         if !protocol.counts_every_rank() {
             self.partial_segments += 1;
+        }
+        self.words.clear();
+        if protocol.contributors(&mut self.words) {
+            match &self.contributors {
+                None => self.contributors = Some(self.words.clone()),
+                Some(first) if *first != self.words => self.mixed_segments += 1,
+                Some(_) => {}
+            }
         }
         if protocol.has_result() {
             let average = self.config.reduce == ReduceOp::Average;
@@ -433,6 +438,11 @@ impl<P: SegmentProtocol> Segmented<P> {
         self.running -= 1;
         self.finished += 1;
         if self.finished == self.slots.len() {
+            if self.mixed_segments > 0 && !self.accept_mixed {
+                let segments = self.mixed_segments;
+                self.fail(AbortReason::MixedContributors { segments }, out);
+                return;
+            }
             self.phase = Phase::Done;
             out.set_stamp(self.stamp(0));
             out.emit(Event::Completed);
@@ -603,30 +613,6 @@ impl<P: SegmentProtocol> Segmented<P> {
             Slot::Running(p) | Slot::Finished(Some(p)) => Some(p),
             _ => None,
         })
-    }
-}
-
-/// Writes f64 values into a vector of any numeric type; false where it cannot.
-fn write_f64(data: &mut Values, at: usize, src: &[f64]) -> bool {
-    fn put<T: crate::values::Element>(dst: &mut [T], at: usize, src: &[f64]) -> bool {
-        match dst.get_mut(at..at + src.len()) {
-            Some(slot) => {
-                slot.iter_mut()
-                    .zip(src)
-                    .for_each(|(d, &s)| *d = T::from_f64(s));
-                true
-            }
-            None => false,
-        }
-    }
-    match data {
-        Values::F64(v) => put(v, at, src),
-        Values::F32(v) => put(v, at, src),
-        Values::I32(v) => put(v, at, src),
-        Values::I64(v) => put(v, at, src),
-        Values::U32(v) => put(v, at, src),
-        Values::U64(v) => put(v, at, src),
-        Values::RankIds(_) => false,
     }
 }
 

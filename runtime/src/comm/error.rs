@@ -62,6 +62,14 @@ pub enum CommError {
         /// The other rank's length.
         remote_len: u64,
     },
+    /// A rank failed while the segments of a fault-tolerant reduction streamed, so that they
+    /// count different ranks: no whole vector is the reduction over one set of ranks. Every
+    /// rank that would hold the result gets this error; the buffer is left as it was.
+    #[error("a rank failed while the vector streamed: {segments} segments count other ranks than the first, so no whole result exists; call again (the failed rank is left out from the start), or use ft_allreduce, which retries over the survivors")]
+    MixedContributors {
+        /// Segments whose contributor set differs from the first segment's.
+        segments: u32,
+    },
     /// A vector longer than an algorithm that must see it whole carries on this transport.
     #[error("{algorithm} carries at most {most} elements per call on this transport, got {len}; split the vector, or use `ft_allreduce` (fault-tolerant, any length) or an allreduce that segments it (rdb, direct, ring)")]
     TooLong {

@@ -48,6 +48,7 @@ pub use error::CommError;
 pub use job_channel::JobChannel;
 pub use leave::own_pss_kb;
 pub use run::whole_vector_trailer_bytes;
+pub(crate) use run::Slack;
 pub use single_copy::SingleCopyFailure;
 
 /// A rank's handle on the job.

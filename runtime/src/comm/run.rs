@@ -153,12 +153,35 @@ impl Communicator {
         P: SegmentProtocol + Send + 'static,
         M: FnMut(&ShellConfig, u32, Option<P>) -> P + Send + 'static,
     {
-        let mut protocol = Segmented::new(shell, Box::new(make));
-        let (outcome, owes_peers) = self.run_collective_in(&mut protocol, data, inspect)?;
+        self.run_assembled_then(Segmented::new(shell, Box::new(make)), data, inspect)
+    }
+
+    /// [`Communicator::run_collective_then`] on a shell built by the caller (a wrapper around
+    /// [`Segmented`]).
+    pub(crate) fn run_assembled_then<T, S>(
+        &mut self,
+        mut protocol: S,
+        data: &mut [T],
+        inspect: impl FnOnce(&S, &mut Outcome),
+    ) -> Result<Outcome, CommError>
+    where
+        T: Element,
+        S: Assembled + Send + 'static,
+    {
+        let ended = self.run_collective_in(&mut protocol, data, inspect);
+        let owes_peers = match &ended {
+            Ok((_, owes_peers)) => *owes_peers,
+            // Every segment ended here, and peers may still wait for its answers (FTCO's
+            // ACKs): the refusal to assemble them is this rank's alone.
+            Err(CommError::MixedContributors { .. }) => {
+                !(protocol.settled() && protocol.serve_until().is_none())
+            }
+            Err(_) => false,
+        };
         if owes_peers {
             self.endpoint().linger(self.ops, Box::new(protocol));
         }
-        Ok(outcome)
+        ended.map(|(outcome, _)| outcome)
     }
 
     /// Runs one collective on a shell the caller keeps; also says whether it still owes peers
@@ -242,6 +265,9 @@ impl Communicator {
                     remote_dtype: remote.0.name(),
                     remote_len: remote.1,
                 },
+                Some(AbortReason::MixedContributors { segments }) => {
+                    CommError::MixedContributors { segments }
+                }
                 _ => CommError::PeerFailed {
                     failed: self.failed_ranks(),
                 },

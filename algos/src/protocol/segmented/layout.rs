@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+use crate::values::Values;
+
 /// The shape of a collective's input and output, as the shell cuts it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Layout {
@@ -99,6 +101,30 @@ impl Layout {
             Layout::BlocksIn { .. } => self.span(input_len),
             Layout::BlocksOut { blocks } => input_len * blocks as usize,
         }
+    }
+}
+
+/// Writes f64 values into a vector of any numeric type; false where it cannot.
+pub(super) fn write_f64(data: &mut Values, at: usize, src: &[f64]) -> bool {
+    fn put<T: crate::values::Element>(dst: &mut [T], at: usize, src: &[f64]) -> bool {
+        match dst.get_mut(at..at + src.len()) {
+            Some(slot) => {
+                slot.iter_mut()
+                    .zip(src)
+                    .for_each(|(d, &s)| *d = T::from_f64(s));
+                true
+            }
+            None => false,
+        }
+    }
+    match data {
+        Values::F64(v) => put(v, at, src),
+        Values::F32(v) => put(v, at, src),
+        Values::I32(v) => put(v, at, src),
+        Values::I64(v) => put(v, at, src),
+        Values::U32(v) => put(v, at, src),
+        Values::U64(v) => put(v, at, src),
+        Values::RankIds(_) => false,
     }
 }
 
