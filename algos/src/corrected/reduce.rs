@@ -370,8 +370,17 @@ impl CorrectedReduce {
             if self.layout.root_adds_own_value(chosen.subtree) {
                 let combined = value.combine(self.config.op, self.acc.as_ref());
                 debug_assert!(combined.is_ok(), "payload shape was validated on arrival");
+            } else {
+                // The root's own group losses are not in the result's inputs: the chosen
+                // subtree's member of the root's group brought that group's values, and lists
+                // its own losses. Listing the root's too would name a rank the result counts.
+                self.failures.clear();
             }
+            // Exactly the ranks whose input the result lacks: a listed rank's input reaches
+            // the chosen subtree only through its one group member there, which listed it.
             self.failures.extend_from_slice(&chosen.failures);
+            self.failures.sort_unstable();
+            self.failures.dedup();
             self.failure_count = self.failures.len() as u64;
             self.result = Some(value);
             self.chosen = Some(chosen.subtree);
@@ -485,7 +494,21 @@ pub(super) fn push_weight(values: &mut Values) {
 }
 
 /// Runs whole-vector (one segment): the shell's defaults.
-impl crate::protocol::SegmentProtocol for CorrectedReduce {}
+/// Under [`FailureInfo::List`] the root knows exactly whose input its result lacks, so that
+/// the shell can refuse segments that lack different ranks.
+impl crate::protocol::SegmentProtocol for CorrectedReduce {
+    fn contributors(&self, dst: &mut Vec<u32>) -> bool {
+        let knows = self.is_root()
+            && self.phase == Phase::Done
+            && self.result.is_some()
+            && self.config.info == FailureInfo::List;
+        if knows {
+            // The complement names the same set (the size is the operation's), and is short.
+            dst.extend_from_slice(&self.failures);
+        }
+        knows
+    }
+}
 
 impl Protocol for CorrectedReduce {
     fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {

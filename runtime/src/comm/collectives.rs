@@ -12,7 +12,7 @@ use ftcoll_algos::ring::{prefer_ring, ring_min_bytes};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
-use super::run::Slack;
+use super::run::{whole_vector_trailer_bytes, Slack};
 use super::vector_ring::VectorRing;
 use super::{CommError, Communicator};
 use crate::env::SmallAllreduce;
@@ -239,29 +239,43 @@ impl Communicator {
         self.run_collective(shell, move |_, _, _| CorrectedAllreduce::new(config), data)
     }
 
-    /// Fault-tolerant reduce to `root` by up-correction (001 Sec. 4). At the root `data` becomes
-    /// the result; elsewhere it is left unchanged. If the root fails, the call is a no-op. One
-    /// frame's worth of vector: in segments, a rank that died while they streamed would be
-    /// counted in some and not in others, and only the root could tell.
-    pub fn corrected_reduce(
+    /// Fault-tolerant reduce to `root` by up-correction (001 Sec. 4), any type and length. At
+    /// the root `data` becomes the result; elsewhere it is left unchanged. If the root fails,
+    /// the call is a no-op.
+    ///
+    /// A vector longer than a frame runs as one corrected reduce per segment, each reporting
+    /// the ranks it lacks (001's failure list, used whatever `options.info` says), and the root
+    /// refuses segments that lack different ranks (a rank died while they streamed): it gets
+    /// `CommError::MixedContributors` and its buffer is left as it was, while the other ranks,
+    /// which hold no result, return. The next call leaves the dead rank out.
+    pub fn corrected_reduce<T: Element>(
         &mut self,
-        data: &mut [f64],
+        data: &mut [T],
         op: ReduceOp,
         root: u32,
         options: CorrectedOptions,
     ) -> Result<Outcome, CommError> {
-        let mut config = ReduceConfig::new(
-            self.me(),
-            self.size(),
-            op,
-            OpId(self.ops + 1),
-            options.tolerate,
-            Rank(root),
-        );
-        config.info = options.info;
         self.check_tolerance(options.tolerate)?;
-        let shell = self.whole_vector_shell(Algorithm::CorrectedReduce, op, data.len())?;
-        self.run_collective(shell, move |_, _, _| CorrectedReduce::new(config), data)
+        let trailer = whole_vector_trailer_bytes(self.size());
+        let shell = self.shell_config(Algorithm::CorrectedReduce, op, T::DTYPE, Slack(trailer))?;
+        let segmented = shell.plan.segments(data.len()) > 1;
+        let make = move |shell: &ShellConfig, _, _| {
+            let mut config = ReduceConfig::new(
+                shell.rank,
+                shell.size,
+                shell.reduce,
+                shell.op,
+                options.tolerate,
+                Rank(root),
+            );
+            config.info = if segmented {
+                FailureInfo::List
+            } else {
+                options.info
+            };
+            CorrectedReduce::new(config)
+        };
+        self.run_collective(shell, make, data)
     }
 
     /// Corrected-tree broadcast of the root's `data` to every rank, any type and any length in
