@@ -228,8 +228,10 @@ pub struct Payload {
     pub elements: &'static [Dtype],
     /// Whether a vector may have any length: the operation shell
     /// ([`crate::protocol::Segmented`]) runs it in segments. Without, a vector must fit in one
-    /// frame of the transport (its frame limit less the header); the fault-tolerant algorithms
-    /// stay there, since their segments could exclude different ranks.
+    /// frame of the transport (its frame limit less the header): the corrected allreduce stays
+    /// there, since its segments could count different ranks and nothing would see it (FTCO's
+    /// segments and a corrected reduce's root name their contributors, and the shell refuses
+    /// to join segments whose sets differ).
     pub segmented: bool,
 }
 
@@ -459,7 +461,7 @@ const CORRECTED_REDUCE: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Arithmetic,
-    payload: F64_ONE_FRAME,
+    payload: ANY_NUMERIC_SEGMENTED,
 };
 
 const CORRECTED_BCAST: Descriptor = Descriptor {
@@ -492,7 +494,7 @@ const FTCO_BCAST: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Ignored,
-    payload: F64_ONE_FRAME,
+    payload: ANY_NUMERIC_SEGMENTED,
 };
 
 const FTCO_REDUCE: Descriptor = Descriptor {
@@ -503,7 +505,7 @@ const FTCO_REDUCE: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Arithmetic,
-    payload: F64_ONE_FRAME,
+    payload: ANY_NUMERIC_SEGMENTED,
 };
 
 const FTCO_ALLREDUCE: Descriptor = Descriptor {
@@ -514,7 +516,7 @@ const FTCO_ALLREDUCE: Descriptor = Descriptor {
     runs: BOTH,
     tolerates: CRASHES,
     operators: Operators::Arithmetic,
-    payload: F64_ONE_FRAME,
+    payload: ANY_NUMERIC_SEGMENTED,
 };
 
 const ERA_AGREE: Descriptor = Descriptor {

@@ -215,7 +215,7 @@ fn a_dtype_an_algorithm_cannot_reduce_is_one_line_before_anything_starts() {
             "-n",
             "4",
             "--algo",
-            "ftco-allreduce",
+            "corrected-allreduce",
             "--len",
             "10000000",
             "--no-tui",

@@ -414,11 +414,20 @@ impl Collective {
             Collective::CorrectedBcast(o) => {
                 Some(on_slice!(data, s => comm.corrected_bcast(s, 0, o)))
             }
+            Collective::Ftco(call) => {
+                let outcome = on_slice!(data, s => comm.ftco(s, op, &call))?;
+                let has_value = call.collective != FtcoCollective::Reduce || root_only;
+                return Ok((outcome, has_value));
+            }
 
             Collective::Pick => Some(on_slice!(data, s => comm.allreduce(s, op))),
             Collective::ChainBcast => Some(on_slice!(data, s => comm.bcast(s, 0))),
             Collective::ChainReduce => {
                 let outcome = on_slice!(data, s => comm.reduce(s, op, 0))?;
+                return Ok((outcome, root_only));
+            }
+            Collective::CorrectedReduce(o) => {
+                let outcome = on_slice!(data, s => comm.corrected_reduce(s, op, 0, o))?;
                 return Ok((outcome, root_only));
             }
             _ => None,
@@ -445,15 +454,14 @@ impl Collective {
             | Collective::FtRing
             | Collective::FtCorrected(_)
             | Collective::CorrectedBcast(_)
+            | Collective::Ftco(_)
+            | Collective::CorrectedReduce(_)
             | Collective::Pick
             | Collective::ChainBcast
             | Collective::ChainReduce => {
                 unreachable!("typed collectives returned above")
             }
             Collective::CorrectedAllreduce(o) => Ok((comm.corrected_allreduce(data, op, o)?, true)),
-            Collective::CorrectedReduce(o) => {
-                Ok((comm.corrected_reduce(data, op, 0, o)?, root_only))
-            }
 
             Collective::EraAgree => {
                 let decided = agree_once(comm, data)?;
@@ -461,10 +469,6 @@ impl Collective {
                     Some(violation) => Err(CommError::Config(violation)),
                     None => Ok((decided.outcome, true)),
                 }
-            }
-            Collective::Ftco(call) => {
-                let has_value = call.collective != FtcoCollective::Reduce || root_only;
-                Ok((comm.ftco(data, op, &call)?, has_value))
             }
         }
     }
@@ -670,6 +674,12 @@ fn run(args: &RankArgs) -> Result<(), CommError> {
         match result {
             Ok(_) => {}
             // The job's verdict is in the report; a failed collective ends this rank's loop.
+            // This call alone failed (its segments counted different ranks); the next one
+            // leaves the dead rank out from the start. Only the ranks that hold a result see
+            // it (a reduce's root), so stopping here would leave the others waiting for it.
+            Err(error @ CommError::MixedContributors { .. }) => {
+                tracing::warn!(rank = comm.world_rank(), op = index, %error, "operation failed");
+            }
             Err(error @ (CommError::PeerFailed { .. } | CommError::TimedOut(_))) => {
                 tracing::warn!(rank = comm.world_rank(), op = index, %error, "operation failed; this rank stops");
                 break;

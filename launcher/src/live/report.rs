@@ -181,6 +181,8 @@ struct Tally {
     /// Operations whose survivors decided otherwise than ranks that failed after returning.
     dying_differed: u64,
     completed_by_op: std::collections::BTreeMap<u64, u32>,
+    /// Of those, the ranks that hold a result (every rank but a reduce's non-roots).
+    valued_by_op: std::collections::BTreeMap<u64, u32>,
     aborted_by_op: std::collections::BTreeMap<u64, u32>,
     enumerated: bool,
 }
@@ -322,6 +324,7 @@ impl LiveOutcome {
         // reports received, not to the operations requested (a loop may stop early).
         let mut completed_by_op: std::collections::BTreeMap<u64, u32> =
             std::collections::BTreeMap::new();
+        let mut valued_by_op = completed_by_op.clone();
         let mut first_value: std::collections::BTreeMap<u64, (&[f64], u64, usize)> =
             std::collections::BTreeMap::new();
         // The first two ranks found to return different results for one operation.
@@ -345,6 +348,7 @@ impl LiveOutcome {
             if report.value.is_empty() {
                 continue;
             }
+            *valued_by_op.entry(report.op).or_default() += 1;
             let dying = failed.binary_search(&(rank as u32)).is_ok();
             if dying && !job.uniform {
                 dying_results.push((report.op, &report.value, report.digest));
@@ -428,6 +432,7 @@ impl LiveOutcome {
                 consistent,
                 disagreement,
                 completed_by_op,
+                valued_by_op,
                 aborted_by_op,
                 enumerated: self.failures.is_empty() || admissible.is_some(),
             },
@@ -500,15 +505,17 @@ impl LiveOutcome {
             disagreement,
             dying_differed,
             completed_by_op,
+            valued_by_op,
             aborted_by_op,
             enumerated,
         } = tally;
-        // An operation that some survivors completed and others ended in an error: the ranks
-        // disagree on its outcome (a fault outside the algorithm's model, such as a root that
-        // died during its broadcast).
+        // An operation that some survivors completed with a result and others ended in an
+        // error: the ranks disagree on its outcome (a fault outside the algorithm's model,
+        // such as a root that died during its broadcast). A reduce's non-roots hold none:
+        // their completion says nothing of the root's.
         let mixed = aborted_by_op
             .iter()
-            .find(|(op, _)| completed_by_op.get(op).is_some_and(|&c| c > 0));
+            .find(|(op, _)| valued_by_op.get(op).is_some_and(|&c| c > 0));
         let consistent = consistent && mixed.is_none();
         let admissible = enumerated && (self.failures.is_empty() || worst_admissible.is_some());
         let ok_all = completed_by_op

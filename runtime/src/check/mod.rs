@@ -5,6 +5,7 @@ pub mod corrected;
 pub mod era;
 pub mod ftco;
 pub mod ftring;
+pub mod segments;
 
 use ftcoll_algos::protocol::{Event, Input, Outbox, Protocol, Wrapper};
 use ftcoll_algos::Time;
