@@ -496,6 +496,10 @@ pub trait Assembled: Protocol {
     fn output_len_total(&self) -> usize;
     /// Why the operation aborted, once it has.
     fn abort_reason(&self) -> Option<AbortReason>;
+
+    /// Frees the result's buffers once the driver has written them back, before it keeps the
+    /// finished operation to answer peers: a long vector's result need not stay alive then.
+    fn release_results(&mut self) {}
 }
 
 /// A sans-IO collective protocol at one rank.

@@ -122,6 +122,10 @@ impl Assembled for TimeoutsOnly {
     fn abort_reason(&self) -> Option<AbortReason> {
         self.0.abort_reason()
     }
+
+    fn release_results(&mut self) {
+        self.0.release_results();
+    }
 }
 
 impl Communicator {

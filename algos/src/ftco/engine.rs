@@ -600,6 +600,9 @@ impl Ftco {
         if self.phase == Phase::Running && finished {
             self.phase = Phase::Done;
             self.serve_until = Some(now.after(self.linger()));
+            if self.result.is_some() {
+                self.pieces.shed_values();
+            }
             out.emit(Event::Completed);
         }
         if step_model {

@@ -98,6 +98,16 @@ impl PieceSet {
         Absorbed::Added
     }
 
+    /// Drops the held values, keeping who they count: once the rank holds the final result,
+    /// it answers with that, and the contributor sets alone still say what peers lack. A
+    /// finished operation is served for a while; its pieces would keep a few copies of a long
+    /// vector alive for nothing.
+    pub fn shed_values(&mut self) {
+        for held in &mut self.held {
+            held.piece.value = empty_like(&held.piece.value);
+        }
+    }
+
     /// All held pieces combined into one (`None` when nothing is held).
     pub fn combined(&self, op: ReduceOp) -> Option<Piece> {
         combine_all(self.held.iter().map(|h| &h.piece), op)

@@ -772,6 +772,11 @@ impl<P: SegmentProtocol> super::Assembled for Segmented<P> {
     fn abort_reason(&self) -> Option<AbortReason> {
         Segmented::abort_reason(self)
     }
+
+    fn release_results(&mut self) {
+        self.buffers = Vec::new();
+        self.spare.clear();
+    }
 }
 
 #[cfg(test)]

@@ -179,6 +179,7 @@ impl Communicator {
             Err(_) => false,
         };
         if owes_peers {
+            protocol.release_results();
             self.endpoint().linger(self.ops, Box::new(protocol));
         }
         ended.map(|(outcome, _)| outcome)
