@@ -15,9 +15,10 @@ use ftcoll_algos::era::{EraConfig, EraTopology, Shape};
 use ftcoll_algos::ftring::{AttemptRing, CommitRule, FtRing, FtRingConfig};
 use ftcoll_algos::protocol::Phase;
 use ftcoll_algos::rng::SimRng;
-use ftcoll_algos::{Duration, OpId, Protocol, Rank, ReduceOp, ValuesRef};
+use ftcoll_algos::{Duration, OpId, Protocol, Rank, ReduceOp};
 
 use super::corrected::{checked_config, kill_faults, ScheduledFailure};
+use super::whole_f64;
 use crate::sim::{SimReport, Simulation};
 
 /// One checked run.
@@ -161,18 +162,6 @@ pub struct FtRingViolation {
     pub case: Box<FtRingCase>,
 }
 
-/// A live rank's whole result, from its pieces.
-fn assembled<R: AttemptRing>(rank: &FtRing<R>, len: usize) -> Option<Vec<f64>> {
-    let mut whole = vec![f64::NAN; len];
-    for (at, piece) in rank.results()? {
-        let ValuesRef::F64(piece) = piece else {
-            return None;
-        };
-        whole.get_mut(at..at + piece.len())?.copy_from_slice(piece);
-    }
-    Some(whole)
-}
-
 /// What a checked run showed beyond its verdict.
 #[derive(Clone, Debug)]
 pub struct FtRingRun {
@@ -228,8 +217,10 @@ fn check_ranks<R: AttemptRing + Send>(
         .filter(|&&r| sim.ranks()[r as usize].phase() == Phase::Done);
     for &r in done {
         let rank = &sim.ranks()[r as usize];
-        let (Some(result), Some(contributors)) = (assembled(rank, case.len), rank.contributors())
-        else {
+        let (Some(result), Some(contributors)) = (
+            rank.results().and_then(|p| whole_f64(p, case.len)),
+            rank.contributors(),
+        ) else {
             return Err(fail(format!("Termination: live rank {r} holds no result")));
         };
         if let Some(missing) = live.iter().find(|s| !contributors.contains(s)) {

@@ -8,7 +8,7 @@ pub mod ftring;
 pub mod segments;
 
 use ftcoll_algos::protocol::{Event, Input, Outbox, Protocol, Wrapper};
-use ftcoll_algos::Time;
+use ftcoll_algos::{Time, ValuesRef};
 
 /// A protocol wrapper that counts how often the inner protocol reported completion, so that
 /// "delivers at most once" is checked on what the protocol said, not on its final phase.
@@ -50,4 +50,20 @@ impl<P: Protocol> Wrapper for CountDeliveries<P> {
             .count();
         self.deliveries += completed as u32;
     }
+}
+
+/// A rank's whole `f64` result of `len` elements from the pieces a shell hands out (each at its
+/// offset); `None` where a piece is of another type or out of range.
+pub(crate) fn whole_f64<'a>(
+    pieces: impl Iterator<Item = (usize, ValuesRef<'a>)>,
+    len: usize,
+) -> Option<Vec<f64>> {
+    let mut whole = vec![f64::NAN; len];
+    for (at, piece) in pieces {
+        let ValuesRef::F64(piece) = piece else {
+            return None;
+        };
+        whole.get_mut(at..at + piece.len())?.copy_from_slice(piece);
+    }
+    Some(whole)
 }

@@ -30,10 +30,11 @@ use ftcoll_algos::protocol::{
     AbortReason, Layout, Phase, Protocol, SegmentPlan, SegmentProtocol, Segmented, ShellConfig,
 };
 use ftcoll_algos::rng::SimRng;
-use ftcoll_algos::{OpId, Rank, ReduceOp, ValuesRef};
+use ftcoll_algos::{OpId, Rank, ReduceOp};
 
 use super::corrected::{checked_config, kill_faults, CheckCase, CheckedOp, ScheduledFailure};
 use super::ftco::FtcoCase;
+use super::whole_f64;
 use crate::sim::{SimConfig, SimReport, Simulation};
 
 /// One checked run.
@@ -237,18 +238,6 @@ pub struct SegmentsRun {
     pub dead_counted: bool,
 }
 
-/// A rank's whole result, from its segments.
-fn assembled<P: SegmentProtocol>(rank: &Segmented<P>, len: usize) -> Option<Vec<f64>> {
-    let mut whole = vec![f64::NAN; len];
-    for (at, piece) in rank.results()? {
-        let ValuesRef::F64(piece) = piece else {
-            return None;
-        };
-        whole.get_mut(at..at + piece.len())?.copy_from_slice(piece);
-    }
-    Some(whole)
-}
-
 /// How often each rank is counted, the same in every segment, or what differs.
 fn counts_per_rank(result: &[f64], n: usize) -> Result<Vec<f64>, String> {
     let mut counts: Vec<Option<f64>> = vec![None; n];
@@ -324,10 +313,12 @@ fn check_ranks<P: SegmentProtocol + Send>(
     for &r in &live {
         let rank = &sim.ranks()[r as usize];
         let ending = match (rank.phase(), rank.abort_reason()) {
-            (Phase::Done, _) if holds_result(r) => match assembled(rank, len) {
-                Some(result) => Some(result),
-                None => return Err(fail(format!("rank {r} is done without a result"))),
-            },
+            (Phase::Done, _) if holds_result(r) => {
+                match rank.results().and_then(|p| whole_f64(p, len)) {
+                    Some(result) => Some(result),
+                    None => return Err(fail(format!("rank {r} is done without a result"))),
+                }
+            }
             (Phase::Done, _) => continue,
             (Phase::Aborted, Some(AbortReason::MixedContributors { .. }))
                 if holds_result(r) && collective != Collective::Bcast =>
