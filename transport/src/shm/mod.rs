@@ -17,8 +17,10 @@
 //! after about 100 µs.
 
 pub mod cross_memory;
+pub mod peer_map;
 pub mod ring;
 pub mod segment;
+pub mod shared_heap;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
