@@ -28,6 +28,7 @@
 //! | `FTCOLL_SEGMENT_BYTES` | largest segment of a user vector one frame carries, in bytes (default: what the transport's frames hold) |
 //! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default: 8192 on shared memory up to 8 ranks, 1024 per rank above; 65536 over a network) |
 //! | `FTCOLL_SINGLE_COPY` | `auto` (default) or `off`: on shared memory, the ring allreduce reads each block straight from the neighbour's vector (`process_vm_readv`) where the kernel allows it; `off` moves blocks through the shared segment |
+//! | `FTCOLL_SHARED_HEAP` | `auto` (default) or `off`: with the single copy on, a program whose global allocator is `SharedHeap` puts vectors from 1 MiB in memory files its peers map once and read with plain loads; `off` keeps them private (read by `process_vm_readv`) |
 //! | `FTCOLL_SINGLE_COPY_MIN_BYTES` | vectors from this many bytes on take the single-copy ring (default 1 MiB) |
 //! | `FTCOLL_SEGMENT_WINDOW` | segments a rank starts before the first completes (default 8) |
 //! | `FTCOLL_BIND` | `core`: pin each rank to the (`rank` mod k)-th of the k cores it may run on (the launcher sets it unless it is set; `none` keeps ranks free) |
@@ -87,6 +88,9 @@ pub struct RankEnv {
     /// `FTCOLL_SINGLE_COPY`: whether the ring allreduce may read peers' vectors directly on
     /// shared memory (`auto`, the default), or not (`off`).
     pub single_copy: bool,
+    /// `FTCOLL_SHARED_HEAP`: whether a single-copy rank turns its shared heap on (`auto`, the
+    /// default), or not (`off`).
+    pub shared_heap: bool,
     /// `FTCOLL_SINGLE_COPY_MIN_BYTES`: from how many bytes the single copy applies (unset:
     /// [`ftcoll_algos::ring::reads::SINGLE_COPY_MIN_BYTES`]).
     pub single_copy_min_bytes: Option<usize>,
@@ -274,6 +278,13 @@ impl RankEnv {
                 Some("off") => false,
                 Some(other) => {
                     return Err(invalid("FTCOLL_SINGLE_COPY", other, "expected auto or off"))
+                }
+            },
+            shared_heap: match lookup("FTCOLL_SHARED_HEAP").as_deref() {
+                None | Some("auto") => true,
+                Some("off") => false,
+                Some(other) => {
+                    return Err(invalid("FTCOLL_SHARED_HEAP", other, "expected auto or off"))
                 }
             },
             single_copy_min_bytes: match lookup("FTCOLL_SINGLE_COPY_MIN_BYTES") {

@@ -161,12 +161,12 @@ impl Communicator {
         data: &mut [T],
         config: FtRingConfig,
     ) -> Result<Outcome, CommError> {
-        let mut bounce = std::mem::take(&mut self.bounce);
+        let mut scratch = std::mem::take(&mut self.read_scratch);
         let mut saved = std::mem::take(&mut self.ft_saved);
         let ring = SingleCopyRing::new(
             (config.rank, config.size, config.op_id, config.op),
             (input, data),
-            (&mut bounce, Some(&mut saved)),
+            (&mut scratch, Some(&mut saved)),
             std::sync::Arc::clone(&self.lent),
         );
         let mut protocol = FtRing::with_ring(config, ring);
@@ -193,7 +193,7 @@ impl Communicator {
             self.endpoint().linger(self.ops, Box::new(server));
         }
         drop(protocol);
-        self.bounce = bounce;
+        self.read_scratch = scratch;
         self.ft_saved = saved;
         match (concluded, failure) {
             (Err(_), Some(reason)) => Err(CommError::SingleCopy { reason }),

@@ -111,6 +111,9 @@ impl Communicator {
             && crate::transport::shm::cross_memory::available();
         if single_copy {
             crate::transport::shm::cross_memory::offer_memory();
+            // Vectors allocated from now on are mappable (where the program's allocator is
+            // the shared heap): the job's and the application's, allocated after joining.
+            crate::transport::shm::shared_heap::enable(env.shared_heap);
         }
         let mut endpoint = Endpoint::new(transport, Arc::clone(&control), Rank(env.rank), faults);
         if std::env::var("FTCOLL_BIND").is_ok_and(|v| v == "core") {
@@ -146,7 +149,7 @@ impl Communicator {
             era_topology,
             rdb: None,
             single_copy,
-            bounce: Vec::new(),
+            read_scratch: Default::default(),
             lent: Arc::default(),
             ft_saved: Vec::new(),
             max_frame,

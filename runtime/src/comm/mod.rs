@@ -84,8 +84,8 @@ pub struct Communicator {
     /// Whether the ring allreduce reads peers' vectors directly (shared memory, cross-memory
     /// attach available, not switched off).
     single_copy: bool,
-    /// The single-copy ring's cache-sized staging, kept from call to call.
-    bounce: Vec<u64>,
+    /// The single-copy ring's staging and mappings of peers' vectors, kept from call to call.
+    read_scratch: single_copy::ReadScratch,
     /// The single-copy ring's lent word: the operation and attempt while this rank's vector is
     /// lent to its reader, else 0; on the heap so that its address, which peers read, never
     /// moves.

@@ -46,9 +46,14 @@ use ftcoll_algos::{Algorithm, FrameHeader, OpId, Rank, ReduceOp, Time, ValuesRef
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use self::notice::ReadyNotice;
 use super::saved_input::SavedInput;
 use super::vector_ring::announce_mismatch;
 use crate::transport::shm::cross_memory::{self, CrossMemoryError, PeerRegion};
+use crate::transport::shm::peer_map::PeerMappings;
+use crate::transport::shm::shared_heap::{self, SharedSpan};
+
+mod notice;
 
 /// Elements combined per read in the reduce-scatter: the bounce buffer they pass through stays
 /// in the core's cache (256 KiB), so a combined byte crosses memory once.
@@ -93,6 +98,18 @@ struct LeftRegions {
     input: PeerRegion,
     output: PeerRegion,
     lent_word: PeerRegion,
+    /// The input's and output's memory files, where they are mapped here (read by plain
+    /// loads; without one, by cross-memory attach).
+    input_span: Option<SharedSpan>,
+    output_span: Option<SharedSpan>,
+}
+
+/// What the single-copy ring keeps from call to call: cache-sized staging for combined
+/// cross-memory reads, and the mappings of peers' shared vectors.
+#[derive(Debug, Default)]
+pub(crate) struct ReadScratch {
+    bounce: Vec<u64>,
+    mappings: PeerMappings,
 }
 
 /// One rank's part in a single-copy ring allreduce into `data`.
@@ -102,8 +119,8 @@ pub(crate) struct SingleCopyRing<'a, T: Element> {
     data: &'a mut [T],
     /// The input of an out-of-place operation, never written.
     input: Option<&'a [T]>,
-    /// Cache-sized staging for combined reads, kept by the communicator from call to call.
-    bounce: &'a mut Vec<u64>,
+    /// Staging and mappings, kept by the communicator from call to call.
+    scratch: &'a mut ReadScratch,
     /// The input every attempt after the first starts from (the fault-tolerant ring only).
     saved: Option<SavedInput<'a>>,
     rank: Rank,
@@ -121,30 +138,6 @@ pub(crate) struct SingleCopyRing<'a, T: Element> {
     counters: Counters,
 }
 
-/// The word a notice carries to show it arrived as sent: a flipped bit in the process id,
-/// an address or the length would send a read to the wrong memory, and one in the step count
-/// would let the reader take a block before it is final.
-fn region_check(
-    token: u64,
-    from: Rank,
-    done: u32,
-    region: &PeerRegion,
-    (input_addr, lent_word): (u64, u64),
-) -> u64 {
-    let mut x = token ^ u64::from(from.0).rotate_left(32) ^ u64::from(region.pid);
-    for word in [
-        region.addr,
-        region.bytes,
-        input_addr,
-        lent_word,
-        u64::from(done),
-    ] {
-        x = (x ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        x ^= x >> 29;
-    }
-    x
-}
-
 impl<'a, T: Element> SingleCopyRing<'a, T> {
     /// Into `data` from `input`, or in place without one (same length: the caller checks).
     /// `saved` keeps an in-place input for attempts after the first; a plain allreduce, and
@@ -152,7 +145,7 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
     pub(crate) fn new(
         (rank, size, op, reduce): (Rank, u32, OpId, ReduceOp),
         (input, data): (Option<&'a [T]>, &'a mut [T]),
-        (bounce, saved): (&'a mut Vec<u64>, Option<&'a mut Vec<u64>>),
+        (scratch, saved): (&'a mut ReadScratch, Option<&'a mut Vec<u64>>),
         lent: Arc<AtomicU64>,
     ) -> Self {
         debug_assert!(input.is_none_or(|input| input.len() == data.len()));
@@ -160,7 +153,7 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             schedule: ReadRing::new(rank, size, data.len()),
             data,
             input,
-            bounce,
+            scratch,
             saved: saved.filter(|_| input.is_none()).map(SavedInput::new),
             rank,
             size,
@@ -219,6 +212,24 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             .map_or(self.data.as_ptr() as u64, |input| input.as_ptr() as u64)
     }
 
+    /// Where this rank's vectors lie, for its reader: by address, and by memory file where
+    /// they live in the shared heap.
+    fn ready_notice(&self) -> ReadyNotice {
+        let bytes = std::mem::size_of_val(self.data);
+        let output_span = shared_heap::lookup(self.data.as_ptr().cast(), bytes);
+        let input_span = match self.input {
+            Some(input) => shared_heap::lookup(input.as_ptr().cast(), bytes),
+            None => output_span,
+        };
+        ReadyNotice {
+            output: self.own_region(),
+            input_addr: self.input_addr(),
+            lent_word: self.lent_word(),
+            output_span,
+            input_span,
+        }
+    }
+
     fn abort(&mut self, reason: AbortReason, out: &mut Outbox) {
         if !matches!(self.phase, Phase::Done | Phase::Aborted) {
             // The vector goes back to the caller (or to the next attempt) now.
@@ -269,11 +280,7 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             }
             match self.schedule.next_action() {
                 Some(ReadAction::Ready { to, done }) => {
-                    let region = self.own_region();
-                    let (input, lent) = (self.input_addr(), self.lent_word());
-                    let check = region_check(self.token(), self.rank, done, &region, (input, lent));
-                    let pid = u64::from(region.pid);
-                    let words = [pid, region.addr, input, region.bytes, lent, check];
+                    let words = self.ready_notice().words(self.token(), self.rank, done);
                     out.send(to, self.header(KIND_READY, done), ValuesRef::U64(&words));
                     self.counters.messages_sent += 1;
                 }
@@ -313,7 +320,8 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         }
     }
 
-    /// Reads elements `block` of the left neighbour's vector into the same elements here.
+    /// Reads elements `block` of the left neighbour's vector into the same elements here:
+    /// plain loads where its vector is mapped here, cross-memory reads otherwise.
     fn read(
         &mut self,
         block: std::ops::Range<usize>,
@@ -323,7 +331,10 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         // The first step reads a block its owner has not reached: its input (see the module
         // docs); every later step reads what the owner wrote into its output.
         let first = self.schedule.done() == 0;
-        let Some(left) = self.left.map(|l| if first { l.input } else { l.output }) else {
+        let Some((left, span)) = self.left.map(|l| match first {
+            true => (l.input, l.input_span),
+            false => (l.output, l.output_span),
+        }) else {
             return Err(CrossMemoryError::OutOfRegion {
                 pid: 0,
                 offset: 0,
@@ -332,58 +343,92 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             });
         };
         let offset = |i: usize| (i * elem) as u64;
+        let out_of_region = || CrossMemoryError::OutOfRegion {
+            pid: left.pid,
+            offset: offset(block.start),
+            end: offset(block.end),
+            bytes: left.bytes,
+        };
         let Some(mine) = self.data.get_mut(block.clone()) else {
-            return Err(CrossMemoryError::OutOfRegion {
-                pid: left.pid,
-                offset: offset(block.start),
-                end: offset(block.end),
-                bytes: left.bytes,
-            });
+            return Err(out_of_region());
+        };
+        let ReadScratch { bounce, mappings } = &mut *self.scratch;
+        let theirs: Option<&[T]> = match span {
+            Some(span) => {
+                let at = span.offset.saturating_add(offset(block.start));
+                let bytes = mappings
+                    .bytes(left.pid, span.serial, at, block.len() * elem)
+                    .ok_or_else(out_of_region)?;
+                Some(bytemuck::try_cast_slice(bytes).map_err(|_| out_of_region())?)
+            }
+            None => None,
         };
         // A fault-tolerant attempt keeps the input of what it writes first, part by part as
-        // the combine passes over it (see [`SavedInput`]).
+        // the combine passes over it (see [`SavedInput`]), so that the read overwrites lines
+        // the save just brought into the cache.
         let mut saved = self.saved.as_mut();
         let chunk = (COMBINE_CHUNK_BYTES / elem).max(1);
-        if !combine {
-            let Some(saved) = saved else {
-                return cross_memory::read(
-                    &left,
-                    offset(block.start),
-                    bytemuck::cast_slice_mut(mine),
-                );
-            };
-            // Chunk by chunk, so that the read overwrites lines the save just brought in.
-            for (k, part) in mine.chunks_mut(chunk).enumerate() {
-                let at = block.start + k * chunk;
-                saved.save(at, part);
-                cross_memory::read(&left, offset(at), bytemuck::cast_slice_mut(part))?;
-            }
-            return Ok(());
+        if theirs.is_none() && combine {
+            bounce.resize(COMBINE_CHUNK_BYTES.div_ceil(8), 0);
         }
-        self.bounce.resize(COMBINE_CHUNK_BYTES.div_ceil(8), 0);
-        let staging: &mut [T] = bytemuck::cast_slice_mut(&mut self.bounce[..]);
+        let staging: &mut [T] = bytemuck::cast_slice_mut(&mut bounce[..]);
         for (k, part) in mine.chunks_mut(chunk).enumerate() {
             let at = block.start + k * chunk;
             if let Some(saved) = saved.as_mut() {
                 saved.save(at, part);
             }
-            let got = &mut staging[..part.len()];
-            cross_memory::read(&left, offset(at), bytemuck::cast_slice_mut(got))?;
+            let got: &[T] = match (theirs, combine) {
+                (Some(theirs), _) => &theirs[k * chunk..k * chunk + part.len()],
+                (None, false) => {
+                    cross_memory::read(&left, offset(at), bytemuck::cast_slice_mut(part))?;
+                    continue;
+                }
+                (None, true) => {
+                    let got = &mut staging[..part.len()];
+                    cross_memory::read(&left, offset(at), bytemuck::cast_slice_mut(got))?;
+                    got
+                }
+            };
+            if !combine {
+                part.copy_from_slice(got);
+                continue;
+            }
             // Same type and length by construction; an error here is a bug, not a result.
             let combined = match self.input {
                 Some(input) => T::combine_into(part, &input[at..at + got.len()], got, self.reduce),
                 None => T::combine(part, got, self.reduce),
             };
             if combined.is_err() {
-                return Err(CrossMemoryError::OutOfRegion {
-                    pid: left.pid,
-                    offset: offset(block.start),
-                    end: offset(block.end),
-                    bytes: left.bytes,
-                });
+                return Err(out_of_region());
             }
         }
         Ok(())
+    }
+
+    /// The left neighbour's vectors from its notice, mapping those in its shared heap (once:
+    /// the mappings are kept from call to call). A vector that cannot be mapped is read by
+    /// cross-memory attach, which reports a refusal of its own.
+    fn left_regions(&mut self, notice: &ReadyNotice) -> LeftRegions {
+        let pid = notice.output.pid;
+        let mut mapped = |span: Option<SharedSpan>| {
+            let span = span?;
+            match self.scratch.mappings.ensure(pid, &span) {
+                Ok(()) => Some(span),
+                Err(error) => {
+                    tracing::debug!(%error, "reading the left neighbour by cross-memory attach");
+                    None
+                }
+            }
+        };
+        let (output_span, input_span) = (mapped(notice.output_span), mapped(notice.input_span));
+        let at = |addr, bytes| PeerRegion { pid, addr, bytes };
+        LeftRegions {
+            input: at(notice.input_addr, notice.output.bytes),
+            output: notice.output,
+            lent_word: at(notice.lent_word, 8),
+            input_span,
+            output_span,
+        }
     }
 
     /// Whether a read counts: the left neighbour's lent word must still hold this operation
@@ -457,30 +502,19 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         self.counters.messages_received += 1;
         match frame.header.kind {
             KIND_READY => {
-                let region = match frame.values() {
-                    Ok(ValuesRef::U64(&[pid, addr, input, bytes, lent, check])) => {
-                        let at = |addr, bytes| PeerRegion {
-                            pid: pid as u32,
-                            addr,
-                            bytes,
-                        };
-                        let output = at(addr, bytes);
-                        let step = frame.header.step;
-                        (region_check(self.token(), from, step, &output, (input, lent)) == check
-                            && bytes == std::mem::size_of_val(self.data) as u64
-                            && from.0 == (self.rank.0 + self.size - 1) % self.size)
-                            .then_some(LeftRegions {
-                                input: at(input, bytes),
-                                output,
-                                lent_word: at(lent, 8),
-                            })
+                let step = frame.header.step;
+                let notice = match frame.values() {
+                    Ok(ValuesRef::U64(words)) => {
+                        ReadyNotice::parse(words, self.token(), from, step)
                     }
                     _ => None,
                 };
-                match region {
-                    Some(region) => {
-                        self.left = Some(region);
-                        self.schedule.on_ready(frame.header.step);
+                let expected = std::mem::size_of_val(self.data) as u64;
+                let left = (from.0 + 1) % self.size == self.rank.0;
+                match notice.filter(|n| n.output.bytes == expected && left) {
+                    Some(notice) => {
+                        self.left = Some(self.left_regions(&notice));
+                        self.schedule.on_ready(step);
                     }
                     None => self.give_up(SingleCopyFailure::CorruptNotice, out),
                 }
@@ -535,6 +569,11 @@ impl<T: Element> Protocol for SingleCopyRing<'_, T> {
             }
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
+                let left = Rank((self.rank.0 + self.size - 1) % self.size.max(1));
+                if let (true, Some(regions)) = (peer == left, self.left) {
+                    // Its memory lives on while mapped here.
+                    self.scratch.mappings.forget(regions.output.pid);
+                }
                 self.stop(AbortReason::PeerFailed(peer), out);
             }
             Input::Stop => self.abort(AbortReason::Stopped, out),
@@ -653,11 +692,11 @@ impl super::Communicator {
         op: ReduceOp,
     ) -> Result<super::Outcome, super::CommError> {
         let shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, super::run::Slack::NONE)?;
-        let mut bounce = std::mem::take(&mut self.bounce);
+        let mut scratch = std::mem::take(&mut self.read_scratch);
         let mut protocol = SingleCopyRing::new(
             (shell.rank, shell.size, shell.op, op),
             (input, data),
-            (&mut bounce, None),
+            (&mut scratch, None),
             Arc::clone(&self.lent),
         );
         let ended = self.execute(&mut protocol, ValuesRef::Empty);
@@ -668,63 +707,10 @@ impl super::Communicator {
             // The result is in `data` already: nothing to write back.
             self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})
         });
-        self.bounce = bounce;
+        self.read_scratch = scratch;
         match (concluded, failure) {
             (Err(_), Some(reason)) => Err(super::CommError::SingleCopy { reason }),
             (concluded, _) => concluded.map(|(outcome, _)| outcome),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_flipped_bit_in_any_field_of_a_notice_changes_its_check_word() {
-        let region = PeerRegion {
-            pid: 4242,
-            addr: 0x7f00_0000_1000,
-            bytes: 1 << 24,
-        };
-        // Operation 17, attempt 3: the token a lent word holds.
-        let (op, from, done) = ((17u64 << 24) | 3, Rank(3), 2u32);
-        let words = (0x7f00_2000_0000u64, 0x5600_0000_0040u64);
-        let base = region_check(op, from, done, &region, words);
-        for bit in 0..32 {
-            let flipped = |f: u32| f ^ (1 << bit);
-            assert_ne!(base, region_check(op, from, flipped(done), &region, words));
-            let pid = PeerRegion {
-                pid: flipped(region.pid),
-                ..region
-            };
-            assert_ne!(base, region_check(op, from, done, &pid, words));
-        }
-        for bit in 0..64 {
-            let addr = PeerRegion {
-                addr: region.addr ^ (1 << bit),
-                ..region
-            };
-            let bytes = PeerRegion {
-                bytes: region.bytes ^ (1 << bit),
-                ..region
-            };
-            assert_ne!(base, region_check(op, from, done, &addr, words));
-            assert_ne!(base, region_check(op, from, done, &bytes, words));
-            assert_ne!(
-                base,
-                region_check(op, from, done, &region, (words.0, words.1 ^ (1 << bit)))
-            );
-            // The input's address (out of place).
-            assert_ne!(
-                base,
-                region_check(op, from, done, &region, (words.0 ^ (1 << bit), words.1))
-            );
-            // A notice of another attempt (or operation) of the same vector.
-            assert_ne!(
-                base,
-                region_check(op ^ (1 << bit), from, done, &region, words)
-            );
         }
     }
 }
