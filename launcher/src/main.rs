@@ -21,6 +21,12 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches};
 
 use cli::{Cli, Command};
+use ftcoll_runtime::transport::shm::shared_heap::SharedHeap;
+
+/// Ranks on one node allocate their vectors where their peers can map them (from the moment
+/// a rank joins with the single copy on; the launcher itself never turns it on).
+#[global_allocator]
+static HEAP: SharedHeap = SharedHeap;
 
 fn main() -> ExitCode {
     let parsed = Cli::command()

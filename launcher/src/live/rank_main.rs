@@ -18,6 +18,7 @@ use ftcoll_runtime::gossip_call::GossipCall;
 use ftcoll_runtime::job::{Algorithm, GossipOptions, Kind};
 use ftcoll_runtime::sim::{rank_inputs, InputKind};
 use ftcoll_runtime::transport::huge_pages;
+use ftcoll_runtime::transport::shm::shared_heap;
 
 use super::hooks::BuiltinJobHooks;
 
@@ -217,9 +218,14 @@ fn typed_inputs(args: &RankArgs, rank: u32, seed: u64) -> Values {
     }
 }
 
-/// A copy of `values` in huge pages (see [`huge_pages`]): the job's vectors are most of a rank's
-/// memory, and a killed rank is reaped, and its death announced, only once that is freed.
+/// A copy of `values` where the neighbours can map it (the shared heap, on one node) or else
+/// in huge pages (see [`huge_pages`]): the job's vectors are most of a rank's memory, and a
+/// killed rank is reaped, and its death announced, only once that is freed.
 fn hinted(values: &Values, base_pages: bool) -> Values {
+    shared_heap::shared(|| hinted_here(values, base_pages))
+}
+
+fn hinted_here(values: &Values, base_pages: bool) -> Values {
     if base_pages {
         return values.clone();
     }
