@@ -29,7 +29,8 @@ int main(int argc, char **argv) {
     int rank, size;
     CHECK(ftcoll_comm_rank(comm, &rank));
     CHECK(ftcoll_comm_size(comm, &size));
-    int64_t *in = malloc(count * sizeof *in), *out = malloc(count * sizeof *out);
+    /* ftcoll_alloc: from 1 MiB the node's ranks map these vectors and read them directly. */
+    int64_t *in = ftcoll_alloc(count * sizeof *in), *out = ftcoll_alloc(count * sizeof *out);
     uint32_t *excluded = malloc((size_t)size * sizeof *excluded);
     if (!in || !out || !excluded) {
         fprintf(stderr, "rank %d: out of memory\n", rank);
@@ -84,8 +85,8 @@ int main(int argc, char **argv) {
         return 4;
     }
     printf("rank %d: agreement and FTCO allreduce ok (%zu left out)\n", rank, left_out);
-    free(in);
-    free(out);
+    ftcoll_free(in);
+    ftcoll_free(out);
     free(excluded);
     CHECK(ftcoll_finalize(comm));
     return 0;

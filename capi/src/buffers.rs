@@ -181,13 +181,19 @@ impl Buffer {
         let outcome = match kind {
             Kind::Allreduce(op) | Kind::FtAllreduce(op) => {
                 let recv = unsafe { slice_mut::<T>(self.recv, self.recv_count) }?;
-                if !in_place {
-                    let send = unsafe { slice::<T>(self.send, self.send_count) }?;
-                    recv.copy_from_slice(send);
-                }
-                match kind {
-                    Kind::FtAllreduce(_) => comm.ft_allreduce(recv, op),
-                    _ => comm.allreduce(recv, op),
+                // Out of place the library reads the input where it lies: no copy into the
+                // output first, and (shared memory) the neighbour reads both buffers.
+                match (kind, in_place) {
+                    (Kind::FtAllreduce(_), true) => comm.ft_allreduce(recv, op),
+                    (_, true) => comm.allreduce(recv, op),
+                    (Kind::FtAllreduce(_), false) => {
+                        let send = unsafe { slice::<T>(self.send, self.send_count) }?;
+                        comm.ft_allreduce_into(send, recv, op)
+                    }
+                    (_, false) => {
+                        let send = unsafe { slice::<T>(self.send, self.send_count) }?;
+                        comm.allreduce_into(send, recv, op)
+                    }
                 }
             }
             Kind::Reduce(op, root) if !self.recv.is_null() => {

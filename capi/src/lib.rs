@@ -17,6 +17,9 @@ use ftcoll_runtime::comm::{AgreeRequest, CommError, Communicator, CorrectedOptio
 use ftcoll_runtime::ftco_call::FtcoCall;
 
 mod buffers;
+mod memory;
+
+pub use memory::{ftcoll_alloc, ftcoll_free};
 
 use buffers::{Buffer, Kind};
 
