@@ -25,6 +25,7 @@ pub mod protocol;
 pub mod rank;
 pub mod rdb;
 pub mod registry;
+pub mod rhd;
 pub mod ring;
 pub mod rng;
 pub mod time;

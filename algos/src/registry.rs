@@ -77,6 +77,8 @@ pub enum Algorithm {
     /// Fault-tolerant allreduce in segment-pipelined corrected trees: attempts over the
     /// survivors, each closed by an agreement.
     FtCorrected = 22,
+    /// Recursive halving and doubling allreduce (Rabenseifner).
+    Rhd = 23,
 }
 
 /// Which state machine runs an algorithm, with what it needs to be built. Drivers match on this
@@ -92,6 +94,8 @@ pub enum Kind {
     Direct,
     /// [`crate::ring::RingAllreduce`].
     Ring,
+    /// [`crate::rhd::HalvingDoubling`].
+    HalvingDoubling,
     /// [`crate::ftring::FtRing`].
     FtRing,
     /// [`crate::ftring::FtRing`] over [`crate::ftring::CorrectedAttempt`].
@@ -368,6 +372,17 @@ const RING: Descriptor = Descriptor {
     payload: ANY_NUMERIC_SEGMENTED,
 };
 
+const RHD: Descriptor = Descriptor {
+    name: "rhd",
+    summary: "recursive halving and doubling allreduce (Rabenseifner): 2(N-1)/N of the vector per rank in 2 log2 N steps",
+    paper: Paper::Classic,
+    kind: Kind::HalvingDoubling,
+    runs: BOTH,
+    tolerates: NONE,
+    operators: Operators::Any,
+    payload: ANY_NUMERIC_SEGMENTED,
+};
+
 const FT_RING: Descriptor = Descriptor {
     name: "ft-ring",
     summary: "fault-tolerant ring allreduce: ring attempts over the survivors, each closed by an agreement (002)",
@@ -535,11 +550,12 @@ const ERA_AGREE: Descriptor = Descriptor {
 
 impl Algorithm {
     /// All algorithms, in the order of the table.
-    pub const ALL: [Algorithm; 22] = [
+    pub const ALL: [Algorithm; 23] = [
         Algorithm::Rdb,
         Algorithm::Ardb,
         Algorithm::Direct,
         Algorithm::Ring,
+        Algorithm::Rhd,
         Algorithm::FtRing,
         Algorithm::FtCorrected,
         Algorithm::ChainBcast,
@@ -567,6 +583,7 @@ impl Algorithm {
             Algorithm::Ardb => ARDB,
             Algorithm::Direct => DIRECT,
             Algorithm::Ring => RING,
+            Algorithm::Rhd => RHD,
             Algorithm::FtRing => FT_RING,
             Algorithm::FtCorrected => FT_CORRECTED,
             Algorithm::ChainBcast => CHAIN_BCAST,
@@ -635,6 +652,7 @@ impl Algorithm {
             20 => ChainReduce,
             21 => FtRing,
             22 => FtCorrected,
+            23 => Rhd,
             _ => return None,
         })
     }
@@ -646,6 +664,7 @@ impl Algorithm {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::HalvingDoubling
             | Kind::FtRing
             | Kind::FtCorrected
             | Kind::Chain(_)
@@ -662,6 +681,7 @@ impl Algorithm {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::HalvingDoubling
             | Kind::FtRing
             | Kind::FtCorrected
             | Kind::Chain(_)
@@ -692,6 +712,7 @@ impl Algorithm {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::HalvingDoubling
             | Kind::FtRing
             | Kind::FtCorrected
             | Kind::Chain(_)
@@ -747,7 +768,12 @@ mod tests {
                 Kind::RecursiveDoubling { approximate } => {
                     assert_eq!(d.payload.segmented, !approximate, "{algo}")
                 }
-                Kind::Direct | Kind::Ring | Kind::FtRing | Kind::FtCorrected | Kind::Chain(_) => {
+                Kind::Direct
+                | Kind::Ring
+                | Kind::HalvingDoubling
+                | Kind::FtRing
+                | Kind::FtCorrected
+                | Kind::Chain(_) => {
                     assert!(d.payload.segmented, "{algo}: takes any length")
                 }
                 Kind::Corrected(_) | Kind::Agreement => {}

@@ -56,7 +56,7 @@ pub enum Family {
     Rdb,
     /// The direct exchange.
     Direct,
-    /// The ring.
+    /// The bandwidth allreduces: the ring, recursive halving and doubling.
     Ring,
     /// Pipelined chains.
     Chain,
@@ -91,7 +91,7 @@ impl Family {
         match algo.kind() {
             Kind::RecursiveDoubling { .. } => Family::Rdb,
             Kind::Direct => Family::Direct,
-            Kind::Ring => Family::Ring,
+            Kind::Ring | Kind::HalvingDoubling => Family::Ring,
             Kind::Chain(_) => Family::Chain,
             Kind::FtRing | Kind::FtCorrected => Family::FtRing,
             Kind::Gossip { .. } => Family::Gossip,
@@ -350,6 +350,7 @@ fn family_options(rng: &mut SimRng, algo: Algorithm, n: u32) -> Options {
         Kind::RecursiveDoubling { approximate: false }
         | Kind::Direct
         | Kind::Ring
+        | Kind::HalvingDoubling
         | Kind::Chain(_) => {
             arg("--input", "int".into());
             let len = [1, 2, 7, 64][rng.below(4) as usize];

@@ -164,6 +164,7 @@ pub fn sim_verdict(spec: &JobSpec, report: &SimReport) -> SimVerdict {
         Kind::Gossip { .. } => true,
         Kind::Direct
         | Kind::Ring
+        | Kind::HalvingDoubling
         | Kind::FtRing
         | Kind::FtCorrected
         | Kind::Chain(_)

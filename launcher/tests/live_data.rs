@@ -45,6 +45,8 @@ fn vectors_many_lanes_long_are_exact_with_every_allreduce_and_type() {
         ("ring", "u32"),
         ("chain-bcast", "i64"),
         ("chain-reduce", "f32"),
+        ("rhd", "i64"),
+        ("rhd", "f32"),
     ] {
         let args = [
             "-n", "3", "--algo", algo, "--dtype", dtype, "--len", "300000", "--ops", "2",
@@ -160,6 +162,10 @@ fn ranks_that_pass_different_vectors_all_get_the_typed_error_and_go_on() {
         ("3", "131071", "2", "length", "ft"),
         ("3", "300000", "0", "type", "ft"),
         ("3", "1000", "2", "type", "ft"),
+        // Recursive halving and doubling: the odd rank folded into its neighbour (rank 0 of
+        // 3), or one of the power-of-two schedule.
+        ("3", "100000", "0", "length", "rhd"),
+        ("5", "1000", "3", "type", "rhd"),
     ] {
         let out = common::launcher()
             .args(["-n", n, "--timeout-s", "60", "--"])
@@ -279,5 +285,52 @@ fn products_and_bitwise_operators_over_integer_vectors_are_exact() {
             "-n", "3", "--algo", algo, "--op", op, "--dtype", dtype, "--len", "300000",
         ];
         exact_job(&args, &[], &format!("typed-{algo}-{op}.json"));
+    }
+}
+
+#[test]
+fn a_rank_killed_during_recursive_halving_fails_the_job_and_no_result_is_wrong() {
+    let _job = common::serialize();
+    // Four ranks (one folded pair would hide nothing: every input reaches every result), TCP
+    // and shared memory, the kill in the middle of a stream of operations.
+    for transport in ["shm", "tcp"] {
+        let victim = std::process::id() % 4;
+        let (out, json) = common::run_job(
+            &[
+                "-n",
+                "4",
+                "--algo",
+                "rhd",
+                "--transport",
+                transport,
+                "--input",
+                "int",
+                "--len",
+                "100000",
+                "--ops",
+                "100000",
+                "--no-tui",
+                "--fault",
+                &format!("kill:rank={victim},at=300ms"),
+            ],
+            "rhd-kill.json",
+            60,
+        );
+        assert!(!out.status.success(), "{transport}: a failed job must fail");
+        assert_eq!(
+            common::failed_ranks(&json),
+            vec![u64::from(victim)],
+            "{json}"
+        );
+        assert!(
+            json["ops_ok_all_ranks"].as_u64().unwrap() < 100_000,
+            "{json}"
+        );
+        assert_eq!(json["max_rel_error"], 0.0, "{transport}: {json}");
+        assert_eq!(
+            json["wrong"],
+            serde_json::Value::Null,
+            "{transport}: {json}"
+        );
     }
 }

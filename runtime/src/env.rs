@@ -25,6 +25,7 @@
 //! | `FTCOLL_ERA_TREE` | the agreement tree of `agree` and `shrink` (`bin`, `star`, `string`, `X/Y`; default `bin`) |
 //! | `FTCOLL_OP_TIMEOUT_MS` | a rank's time limit for one collective, in ms (default 600 000) |
 //! | `FTCOLL_SMALL_ALLREDUCE` | `auto`, `rdb` or `direct`: the small allreduce ([`SmallAllreduce`]) |
+//! | `FTCOLL_LARGE_ALLREDUCE` | `auto`, `ring` or `rhd`: the allreduce from the ring's threshold on ([`LargeAllreduce`]) |
 //! | `FTCOLL_SEGMENT_BYTES` | largest segment of a user vector one frame carries, in bytes (default: what the transport's frames hold) |
 //! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default: 8192 on shared memory up to 8 ranks, 1024 per rank above; 65536 over a network) |
 //! | `FTCOLL_SINGLE_COPY` | `auto` (default) or `off`: on shared memory, the ring allreduce reads each block straight from the neighbour's vector (`process_vm_readv`) where the kernel allows it; `off` moves blocks through the shared segment |
@@ -77,6 +78,9 @@ pub struct RankEnv {
     pub faults: Vec<FaultSpec>,
     /// `FTCOLL_SMALL_ALLREDUCE`: the user's choice of the small allreduce, over the measured one.
     pub small_allreduce: SmallAllreduce,
+    /// `FTCOLL_LARGE_ALLREDUCE`: the user's choice of the large allreduce, over the measured
+    /// one.
+    pub large_allreduce: LargeAllreduce,
     /// `FTCOLL_SEGMENT_BYTES`: a cap on a segment's bytes below the transport's frame size.
     pub segment_bytes: Option<usize>,
     /// `FTCOLL_SEGMENT_WINDOW`: segments in flight per rank (unset: the transport's default,
@@ -110,6 +114,19 @@ pub enum SmallAllreduce {
     Rdb,
     /// The direct exchange wherever its size limits allow.
     Direct,
+}
+
+/// Which allreduce `Communicator::allreduce` runs from the ring's threshold on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LargeAllreduce {
+    /// The measured choice: recursive halving and doubling where it measured faster than the
+    /// ring (see `ftcoll_algos::rhd::prefer_rhd`), the ring elsewhere.
+    #[default]
+    Auto,
+    /// The ring always.
+    Ring,
+    /// Recursive halving and doubling always.
+    Rhd,
 }
 
 /// A missing or malformed variable.
@@ -261,6 +278,18 @@ impl RankEnv {
                         "FTCOLL_SMALL_ALLREDUCE",
                         other,
                         "expected auto, rdb or direct",
+                    ))
+                }
+            },
+            large_allreduce: match lookup("FTCOLL_LARGE_ALLREDUCE").as_deref() {
+                None | Some("auto") => LargeAllreduce::Auto,
+                Some("ring") => LargeAllreduce::Ring,
+                Some("rhd") => LargeAllreduce::Rhd,
+                Some(other) => {
+                    return Err(invalid(
+                        "FTCOLL_LARGE_ALLREDUCE",
+                        other,
+                        "expected auto, ring or rhd",
                     ))
                 }
             },

@@ -13,6 +13,7 @@ use ftcoll_algos::ftring::{CommitRule, CorrectedAttempt, FtRing, FtRingConfig};
 use ftcoll_algos::gossip::SumForm;
 use ftcoll_algos::rank::RankSet;
 use ftcoll_algos::rdb::{RdbConfig, RdbShape, RecursiveDoubling};
+use ftcoll_algos::rhd::{HalvingDoubling, RhdConfig};
 use ftcoll_algos::ring::{RingAllreduce, RingConfig, RingMode};
 use ftcoll_algos::topology::{Topology, TopologyError};
 use ftcoll_algos::{OpId, Protocol, Rank, ReduceOp};
@@ -190,6 +191,7 @@ impl JobSpec {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::HalvingDoubling
             | Kind::FtRing
             | Kind::Chain(_) => match self.topology {
                 None | Some(Topology::FullyConnected { .. }) | Some(Topology::Hypercube { .. }) => {
@@ -311,6 +313,16 @@ impl JobSpec {
             op: self.op,
             op_id,
             mode: RingMode::Allreduce,
+        })
+    }
+
+    /// Rank `rank`'s recursive halving and doubling allreduce.
+    pub fn rhd(&self, rank: Rank, op_id: OpId) -> HalvingDoubling {
+        HalvingDoubling::new(RhdConfig {
+            rank,
+            size: self.n,
+            op: self.op,
+            op_id,
         })
     }
 
@@ -458,6 +470,7 @@ impl JobSpec {
             Kind::RecursiveDoubling { .. }
             | Kind::Direct
             | Kind::Ring
+            | Kind::HalvingDoubling
             | Kind::FtRing
             | Kind::FtCorrected
             | Kind::Chain(ChainMode::Reduce)
@@ -490,6 +503,10 @@ pub fn simulate(spec: &JobSpec, config: SimConfig) -> Result<SimReport, JobError
         }
         Kind::Ring => {
             let ranks = (0..spec.n).map(|r| spec.ring(Rank(r), op_id)).collect();
+            run(config, ranks, inputs, spec)
+        }
+        Kind::HalvingDoubling => {
+            let ranks = (0..spec.n).map(|r| spec.rhd(Rank(r), op_id)).collect();
             run(config, ranks, inputs, spec)
         }
         Kind::FtRing => {
@@ -568,6 +585,7 @@ pub fn stepped_simulation(
         Kind::RecursiveDoubling { .. } => boxed(spec.rdb_ranks(op_id)),
         Kind::Direct => boxed((0..spec.n).map(|r| spec.direct(Rank(r), op_id)).collect()),
         Kind::Ring => boxed((0..spec.n).map(|r| spec.ring(Rank(r), op_id)).collect()),
+        Kind::HalvingDoubling => boxed((0..spec.n).map(|r| spec.rhd(Rank(r), op_id)).collect()),
         Kind::FtRing => boxed((0..spec.n).map(|r| spec.ft_ring(Rank(r), op_id)).collect()),
         Kind::FtCorrected => boxed(
             (0..spec.n)

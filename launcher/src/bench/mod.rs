@@ -86,7 +86,7 @@ pub struct BenchArgs {
     /// `console`: seconds measured.
     #[arg(long, default_value_t = 10.0)]
     pub window_s: f64,
-    /// ftcoll's algorithm in `allreduce` (`rdb`, `direct` or `ring`; default: what
+    /// ftcoll's algorithm in `allreduce` (`rdb`, `direct`, `ring` or `rhd`; default: what
     /// `Communicator::allreduce` picks at each size), and the fault-tolerant one in
     /// `ft-allreduce` (`ft-ring`, the default, or `ft-corrected`).
     #[arg(long = "algo")]

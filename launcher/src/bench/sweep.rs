@@ -436,7 +436,10 @@ pub fn run(args: &BenchArgs, what: Swept) -> anyhow::Result<()> {
         Some("rdb") => Some("rdb"),
         Some("direct") => Some("direct"),
         Some("ring") => Some("ring"),
-        Some(other) => bail!("bench allreduce --algo takes rdb, direct or ring, not '{other}'"),
+        Some("rhd") => Some("rhd"),
+        Some(other) => {
+            bail!("bench allreduce --algo takes rdb, direct, ring or rhd, not '{other}'")
+        }
     };
     if !(1..=MAX_ITERS).contains(&args.iters) {
         bail!("--iters takes 1 to {MAX_ITERS} operations");

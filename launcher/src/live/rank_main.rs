@@ -263,6 +263,8 @@ enum Collective {
     Direct,
     /// The ring allreduce.
     Ring,
+    /// Recursive halving and doubling.
+    Rhd,
     /// The fault-tolerant ring allreduce.
     FtRing,
     /// The fault-tolerant allreduce in segment-pipelined corrected trees.
@@ -304,6 +306,7 @@ impl Collective {
             },
             Kind::Direct => Collective::Direct,
             Kind::Ring => Collective::Ring,
+            Kind::HalvingDoubling => Collective::Rhd,
             Kind::FtRing => Collective::FtRing,
             Kind::FtCorrected => Collective::FtCorrected(options),
             Kind::Chain(ChainMode::Bcast) => Collective::ChainBcast,
@@ -345,6 +348,7 @@ impl Collective {
             (Collective::Rdb, None) => on_slice!(data, s => comm.allreduce_rdb(s, op)),
             (Collective::Direct, None) => on_slice!(data, s => comm.allreduce_direct(s, op)),
             (Collective::Ring, None) => on_slice!(data, s => comm.allreduce_ring(s, op)),
+            (Collective::Rhd, None) => on_slice!(data, s => comm.allreduce_rhd(s, op)),
             (Collective::Pick, None) => on_slice!(data, s => comm.allreduce(s, op)),
             (other, from) => return other.run_from(comm, from, data, op).map(|_| ()),
         };
@@ -413,6 +417,7 @@ impl Collective {
             Collective::Rdb => Some(on_slice!(data, s => comm.allreduce_rdb(s, op))),
             Collective::Direct => Some(on_slice!(data, s => comm.allreduce_direct(s, op))),
             Collective::Ring => Some(on_slice!(data, s => comm.allreduce_ring(s, op))),
+            Collective::Rhd => Some(on_slice!(data, s => comm.allreduce_rhd(s, op))),
             Collective::FtRing => Some(on_slice!(data, s => comm.ft_allreduce(s, op))),
             Collective::FtCorrected(o) => {
                 Some(on_slice!(data, s => comm.ft_corrected_allreduce(s, op, o)))
@@ -457,6 +462,7 @@ impl Collective {
             Collective::Rdb
             | Collective::Direct
             | Collective::Ring
+            | Collective::Rhd
             | Collective::FtRing
             | Collective::FtCorrected(_)
             | Collective::CorrectedBcast(_)

@@ -349,6 +349,7 @@ fn builtin_job(args: &RunArgs, op: ReduceOp, input: InputKind) -> BuiltinJob {
             Kind::RecursiveDoubling { approximate: false }
             | Kind::Direct
             | Kind::Ring
+            | Kind::HalvingDoubling
             | Kind::Chain(ChainMode::Reduce) => Expected::Aggregate,
         },
         eps: (is_gossip || algo == Algorithm::Ardb).then(|| {

@@ -8,6 +8,7 @@ use ftcoll_algos::corrected::{
 use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig, Placement};
 use ftcoll_algos::protocol::{SegmentPlan, Segmented, ShellConfig};
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
+use ftcoll_algos::rhd::prefer_rhd;
 use ftcoll_algos::ring::{prefer_ring, ring_min_bytes};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
@@ -15,7 +16,7 @@ use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 use super::run::{whole_vector_trailer_bytes, Slack};
 use super::vector_ring::VectorRing;
 use super::{CommError, Communicator};
-use crate::env::SmallAllreduce;
+use crate::env::{LargeAllreduce, SmallAllreduce};
 use crate::transport::TransportKind;
 
 /// Options of the corrected-tree collectives.
@@ -55,6 +56,7 @@ pub struct Outcome {
 pub(super) enum AllreducePick {
     Direct,
     Ring,
+    Rhd,
     Rdb,
 }
 
@@ -77,6 +79,7 @@ impl Communicator {
         match self.allreduce_pick(std::mem::size_of_val(data)) {
             AllreducePick::Direct => self.allreduce_direct(data, op),
             AllreducePick::Ring => self.allreduce_ring(data, op),
+            AllreducePick::Rhd => self.allreduce_rhd(data, op),
             AllreducePick::Rdb => self.allreduce_rdb(data, op),
         }
     }
@@ -88,19 +91,24 @@ impl Communicator {
             SmallAllreduce::Direct => prefer_direct(self.size(), bytes, Placement::Oversubscribed),
             SmallAllreduce::Rdb => false,
         };
-        if direct {
-            AllreducePick::Direct
-        } else if prefer_ring(
+        let network = self.transport() != TransportKind::Shm;
+        let large = prefer_ring(
             self.size(),
             bytes,
-            self.env.ring_min_bytes.unwrap_or(ring_min_bytes(
-                self.size(),
-                self.transport() != TransportKind::Shm,
-            )),
-        ) {
-            AllreducePick::Ring
-        } else {
-            AllreducePick::Rdb
+            self.env
+                .ring_min_bytes
+                .unwrap_or(ring_min_bytes(self.size(), network)),
+        );
+        let rhd = match self.env.large_allreduce {
+            LargeAllreduce::Auto => prefer_rhd(self.size(), bytes, network, self.placement),
+            LargeAllreduce::Ring => false,
+            LargeAllreduce::Rhd => true,
+        };
+        match (direct, large, rhd) {
+            (true, _, _) => AllreducePick::Direct,
+            (false, true, true) => AllreducePick::Rhd,
+            (false, true, false) => AllreducePick::Ring,
+            (false, false, _) => AllreducePick::Rdb,
         }
     }
 
@@ -194,6 +202,19 @@ impl Communicator {
         let ended = self.execute(&mut protocol, ftcoll_algos::ValuesRef::Empty)?;
         let (outcome, _) = self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})?;
         Ok(outcome)
+    }
+
+    /// Allreduce of `data` in place by recursive halving and doubling (Rabenseifner), whatever
+    /// the size: as little data per rank as the ring, 2(N − 1)/N of the vector, in 2 log2 N
+    /// steps instead of 2(N − 1) (two more where N is not a power of two).
+    pub fn allreduce_rhd<T: Element>(
+        &mut self,
+        data: &mut [T],
+        op: ReduceOp,
+    ) -> Result<Outcome, CommError> {
+        // A frame carries at most a segment: the whole of it where N is not a power of two.
+        let shell = self.shell_config(Algorithm::Rhd, op, T::DTYPE, Slack::NONE)?;
+        self.run_collective(shell, ftcoll_algos::rhd::allreduce_segment, data)
     }
 
     /// Allreduce of `data` in place by direct exchange: every rank sends its input to every
