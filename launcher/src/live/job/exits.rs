@@ -11,6 +11,11 @@ use mio::Poll;
 use super::{
     ConsoleEvent, Loop, FENCE_GRACE, LIVENESS_EVERY, MAX_EXIT_DRAIN_PASSES, REGISTER_TIMEOUT,
 };
+
+/// How long a rank that exited cleanly is given for its last control messages to arrive
+/// before it is judged failed (they are in flight on the loopback, not lost: the connection's
+/// end follows them).
+const LAST_WORDS_WAIT: Duration = Duration::from_millis(500);
 use crate::live::report::FailureRecord;
 use crate::live::server::failure_notice;
 
@@ -40,6 +45,17 @@ impl Loop {
             Ok(None) => return Ok(()),
             Err(e) => return Err(e).context("waiting for a rank"),
         };
+        if status.success() && !slot.finished {
+            // A clean exit whose last messages have not arrived: on a loaded machine the
+            // loopback can hand them (and the connection's end, which follows them) to this
+            // socket after the exit is seen. Read until the end of the connection, or Finished,
+            // for a bounded moment, before judging the rank failed.
+            self.await_last_words(poll, rank)?;
+        }
+        let slot = &mut self.ranks[rank as usize];
+        if slot.exited {
+            return Ok(());
+        }
         slot.exited = true;
         if self.sweep_provider_shm {
             crate::leftovers::remove_provider_shm_files(slot.pid);
@@ -50,6 +66,23 @@ impl Loop {
                 .deregister(&mut SourceFd(&pidfd.as_raw_fd()));
         }
         self.record_exit(rank, RankExit::of_status(status));
+        Ok(())
+    }
+
+    /// Reads rank `rank`'s control connection until it ends or the rank says it finished, for at
+    /// most [`LAST_WORDS_WAIT`].
+    fn await_last_words(&mut self, poll: &mut Poll, rank: u32) -> anyhow::Result<()> {
+        let deadline = Instant::now() + LAST_WORDS_WAIT;
+        // Each pass sleeps a millisecond or reads: bounded by the deadline.
+        while Instant::now() < deadline {
+            let slot = &self.ranks[rank as usize];
+            let Some(index) = slot.conn.filter(|_| !slot.finished && !slot.exited) else {
+                return Ok(());
+            };
+            if self.conn_event(poll, index, true)? == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         Ok(())
     }
 
