@@ -11,8 +11,7 @@
 //! corrected trees and 004's FTCO).
 
 use crate::protocol::{
-    AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
-    SegmentProtocol,
+    Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus, SegmentProtocol,
 };
 use crate::rank::Rank;
 use crate::registry::Algorithm;
@@ -230,31 +229,14 @@ impl SegmentProtocol for Chain {
 
 impl Protocol for Chain {
     fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
-        match input {
-            Input::Start { data } => {
-                if self.phase == Phase::Idle {
-                    self.value.copy_from(data);
-                    self.begin(out);
-                }
+        let state = (&mut self.phase, &mut self.value, &mut self.counters);
+        match crate::protocol::fail_stop_input(input, state, out) {
+            Some(Input::Start { data }) if self.phase == Phase::Idle => {
+                self.value.copy_from(data);
+                self.begin(out);
             }
-            Input::Message { from, frame } => self.on_message(from, frame, out),
-            Input::Timeout | Input::LinkFailed { .. } => {}
-            Input::PeerFailed { .. } => {
-                self.counters.failures_noticed += 1;
-                if matches!(self.phase, Phase::Idle | Phase::Running) {
-                    self.phase = Phase::Aborted;
-                    out.emit(Event::Aborted(AbortReason::TooManyFailures));
-                }
-            }
-            Input::Fault(fault) => {
-                crate::protocol::flip_value(&mut self.value, fault, &mut self.counters, out)
-            }
-            Input::Stop => {
-                if self.phase != Phase::Done {
-                    self.phase = Phase::Aborted;
-                    out.emit(Event::Aborted(AbortReason::Stopped));
-                }
-            }
+            Some(Input::Message { from, frame }) => self.on_message(from, frame, out),
+            _ => {}
         }
     }
 

@@ -486,6 +486,36 @@ pub(crate) fn flip_value(
     }
 }
 
+/// Answers the inputs every protocol that tolerates no failure answers alike, and hands back
+/// the ones that are its own (a start, a frame). Every input reaches every result there, so a
+/// failed peer fails the operation (unless it ended); a stop aborts it unless it is done; a
+/// local fault flips a bit of the value ([`flip_value`]); timers and links mean nothing.
+pub(crate) fn fail_stop_input<'a>(
+    input: Input<'a>,
+    (phase, value, counters): (&mut Phase, &mut crate::values::Values, &mut Counters),
+    out: &mut Outbox,
+) -> Option<Input<'a>> {
+    match input {
+        Input::Start { .. } | Input::Message { .. } => return Some(input),
+        Input::Timeout | Input::LinkFailed { .. } => {}
+        Input::PeerFailed { .. } => {
+            counters.failures_noticed += 1;
+            if matches!(*phase, Phase::Idle | Phase::Running) {
+                *phase = Phase::Aborted;
+                out.emit(Event::Aborted(AbortReason::TooManyFailures));
+            }
+        }
+        Input::Fault(fault) => flip_value(value, fault, counters, out),
+        Input::Stop => {
+            if *phase != Phase::Done {
+                *phase = Phase::Aborted;
+                out.emit(Event::Aborted(AbortReason::Stopped));
+            }
+        }
+    }
+    None
+}
+
 /// An operation whose result lies in pieces of the caller's vector: the operation shell
 /// ([`Segmented`]), and the protocols composed over it. Drivers that write results back into
 /// a caller's vector take any of them.

@@ -18,9 +18,7 @@
 //! Each block is reduced at exactly one rank and copied to the others, so every rank ends with
 //! the same bits, floats included. Not fault tolerant: a failed peer aborts the operation.
 
-use crate::protocol::{
-    AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
-};
+use crate::protocol::{Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus};
 use crate::rank::Rank;
 use crate::registry::Algorithm;
 use crate::time::Time;
@@ -500,27 +498,11 @@ impl crate::protocol::SegmentProtocol for HalvingDoubling {
 
 impl Protocol for HalvingDoubling {
     fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
-        match input {
-            Input::Start { data } => self.start(data, out),
-            Input::Message { from, frame } => self.on_message(from, frame, out),
-            Input::Timeout | Input::LinkFailed { .. } => {}
-            Input::PeerFailed { .. } => {
-                self.counters.failures_noticed += 1;
-                // Every input reaches every result: any failure fails the operation.
-                if self.phase == Phase::Running || self.phase == Phase::Idle {
-                    self.phase = Phase::Aborted;
-                    out.emit(Event::Aborted(AbortReason::TooManyFailures));
-                }
-            }
-            Input::Fault(fault) => {
-                crate::protocol::flip_value(&mut self.value, fault, &mut self.counters, out)
-            }
-            Input::Stop => {
-                if self.phase != Phase::Done {
-                    self.phase = Phase::Aborted;
-                    out.emit(Event::Aborted(AbortReason::Stopped));
-                }
-            }
+        let state = (&mut self.phase, &mut self.value, &mut self.counters);
+        match crate::protocol::fail_stop_input(input, state, out) {
+            Some(Input::Start { data }) => self.start(data, out),
+            Some(Input::Message { from, frame }) => self.on_message(from, frame, out),
+            _ => {}
         }
     }
 

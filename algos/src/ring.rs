@@ -13,9 +13,7 @@
 
 pub mod reads;
 
-use crate::protocol::{
-    AbortReason, Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus,
-};
+use crate::protocol::{Counters, Detail, Event, Input, Outbox, Phase, Protocol, RankStatus};
 use crate::rank::Rank;
 use crate::registry::Algorithm;
 use crate::time::Time;
@@ -392,27 +390,11 @@ impl crate::protocol::SegmentProtocol for RingAllreduce {
 
 impl Protocol for RingAllreduce {
     fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
-        match input {
-            Input::Start { data } => self.start(data, out),
-            Input::Message { from, frame } => self.on_message(from, frame, out),
-            Input::Timeout | Input::LinkFailed { .. } => {}
-            Input::PeerFailed { .. } => {
-                self.counters.failures_noticed += 1;
-                // Every block passes every rank: any failure fails the operation.
-                if self.phase == Phase::Running || self.phase == Phase::Idle {
-                    self.phase = Phase::Aborted;
-                    out.emit(Event::Aborted(AbortReason::TooManyFailures));
-                }
-            }
-            Input::Fault(fault) => {
-                crate::protocol::flip_value(&mut self.value, fault, &mut self.counters, out)
-            }
-            Input::Stop => {
-                if self.phase != Phase::Done {
-                    self.phase = Phase::Aborted;
-                    out.emit(Event::Aborted(AbortReason::Stopped));
-                }
-            }
+        let state = (&mut self.phase, &mut self.value, &mut self.counters);
+        match crate::protocol::fail_stop_input(input, state, out) {
+            Some(Input::Start { data }) => self.start(data, out),
+            Some(Input::Message { from, frame }) => self.on_message(from, frame, out),
+            _ => {}
         }
     }
 

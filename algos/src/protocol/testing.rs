@@ -17,6 +17,15 @@ pub(crate) struct Traffic {
     pub rejected: bool,
 }
 
+/// The reduction of `inputs` by `op`, in rank order: what an exact allreduce gives.
+pub(crate) fn reduce_all(inputs: &[Values], op: crate::values::ReduceOp) -> Values {
+    let mut acc = inputs[0].clone();
+    for v in &inputs[1..] {
+        acc.combine(op, v.as_ref()).expect("inputs of one shape");
+    }
+    acc
+}
+
 /// Runs `ranks` on `inputs` to the end, delivering in an order drawn from `seed`.
 pub(crate) fn drive(ranks: &mut [Box<dyn Protocol>], inputs: &[Values], seed: u64) -> Traffic {
     let mut rng = SimRng::new(seed);

@@ -34,11 +34,7 @@ fn inputs(size: u32, len: usize) -> Vec<Values> {
 }
 
 fn reduce(inputs: &[Values], op: ReduceOp) -> Values {
-    let mut acc = inputs[0].clone();
-    inputs[1..]
-        .iter()
-        .for_each(|v| acc.combine(op, v.as_ref()).unwrap());
-    acc
+    crate::protocol::testing::reduce_all(inputs, op)
 }
 
 #[test]
