@@ -223,25 +223,34 @@ impl Conn {
         registered: &BTreeMap<u32, u32>,
         requests: &mut Vec<Request>,
     ) -> Result<(), Refusal> {
-        while self.inbound.len() >= 4 {
-            let len = u32::from_le_bytes([
-                self.inbound[0],
-                self.inbound[1],
-                self.inbound[2],
-                self.inbound[3],
-            ]) as usize;
+        // Messages are taken from a cursor and the buffer drained once: draining each one from
+        // the front moved the rest of the buffer per message, quadratic in what one read holds
+        // (a rank reporting every operation kept the launcher's core busy moving bytes).
+        let mut at = 0;
+        let parsed = loop {
+            let rest = &self.inbound[at..];
+            if rest.len() < 4 {
+                break Ok(());
+            }
+            let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
             if len == 0 || len > MAX_CONTROL_BYTES {
-                return Err(Refusal::Bad(format!("message length {len} out of range")));
+                break Err(Refusal::Bad(format!("message length {len} out of range")));
             }
-            if self.inbound.len() < 4 + len {
-                break;
+            if rest.len() < 4 + len {
+                break Ok(());
             }
-            let msg = ControlMsg::decode(&self.inbound[4..4 + len])
-                .map_err(|e| Refusal::Bad(e.to_string()))?;
-            self.inbound.drain(..4 + len);
-            requests.push(self.interpret(msg, secret, shape, registered)?);
-        }
-        Ok(())
+            let msg = match ControlMsg::decode(&rest[4..4 + len]) {
+                Ok(msg) => msg,
+                Err(e) => break Err(Refusal::Bad(e.to_string())),
+            };
+            at += 4 + len;
+            match self.interpret(msg, secret, shape, registered) {
+                Ok(request) => requests.push(request),
+                Err(refusal) => break Err(refusal),
+            }
+        };
+        self.inbound.drain(..at);
+        parsed
     }
 
     fn interpret(
@@ -353,3 +362,6 @@ impl Conn {
 pub fn failure_notice(rank: u32, cause: FailureCause) -> ControlMsg {
     ControlMsg::Failed { rank, cause }
 }
+
+#[cfg(test)]
+mod tests;
