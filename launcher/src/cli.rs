@@ -96,7 +96,7 @@ pub enum Command {
 }
 
 impl RunArgs {
-    /// The algorithm (`rdb` unless given).
+    /// The algorithm (`rdb` unless given; a real run without one runs the library's pick).
     pub fn algo(&self) -> Algorithm {
         self.algo.unwrap_or(Algorithm::Rdb)
     }
@@ -108,7 +108,8 @@ pub struct RunArgs {
     /// Number of ranks.
     #[arg(short = 'n', long = "ranks", default_value_t = 16)]
     pub n: u32,
-    /// Algorithm (see the table below); default rdb, or pfcc when the console runs.
+    /// Algorithm (see the table below); default: on real ranks the library's allreduce (as
+    /// --library-pick), in the simulator rdb, under the console pfcc.
     #[arg(long, value_parser = parse_algorithm)]
     pub algo: Option<Algorithm>,
     /// Run in the deterministic simulator (all ranks in this process, virtual time).

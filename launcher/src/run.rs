@@ -360,7 +360,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         return run_live(args, true);
     }
     if !args.sim {
-        return run_live(args, false);
+        return run_live(&real_run_args(args), false);
     }
     let (spec, config) = job_from_args(args)?;
     let report = simulate(&spec, config.clone()).map_err(flag_error)?;
@@ -389,6 +389,19 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         bail!("the run's outcome cannot be trusted: {why}");
     }
     Ok(())
+}
+
+/// The flags of a real run: the built-in job without `--algo` runs the allreduce an
+/// application gets from `Communicator::allreduce` (as `--library-pick`), so that the first
+/// command a user types measures what the library does at that size, not recursive doubling
+/// of a 128 MiB vector. The simulator's default stays `rdb` (it has no transport or placement
+/// to pick by), the console's a gossip reduction.
+fn real_run_args(args: &RunArgs) -> RunArgs {
+    let mut args = args.clone();
+    if args.algo.is_none() && args.program.is_empty() {
+        args.library_pick = true;
+    }
+    args
 }
 
 /// The flags under the console: a gossip reduction unless an algorithm is named (or the

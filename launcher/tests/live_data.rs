@@ -112,9 +112,20 @@ fn fault_tolerant_collectives_move_vectors_larger_than_the_sockets_over_tcp() {
 }
 
 #[test]
-fn a_long_vector_segments_under_the_default_algorithm() {
-    // No --algo: rdb, the built-in job's default, over more segments than the window.
-    exact_job(&["-n", "2", "--len", "1000000"], &[], "default-long.json");
+fn a_long_vector_segments_under_rdb() {
+    // Recursive doubling over more segments than the window.
+    exact_job(
+        &["-n", "2", "--algo", "rdb", "--len", "1000000"],
+        &[],
+        "rdb-long.json",
+    );
+}
+
+/// A real run without `--algo` runs what an application's `Communicator::allreduce` runs.
+#[test]
+fn without_algo_a_real_run_is_the_library_pick() {
+    let json = exact_job(&["-n", "2", "--len", "1000000"], &[], "default-long.json");
+    assert_eq!(json["algo"], "allreduce (library pick)", "{json}");
 }
 
 /// `--library-pick` runs what `Communicator::allreduce` picks at each size: recursive doubling
