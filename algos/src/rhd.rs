@@ -26,25 +26,28 @@ use crate::values::{ReduceOp, Values, ValuesRef};
 use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
 /// Over a network, recursive halving and doubling replaces the ring in the library's allreduce
-/// below this many bytes (from the ring's threshold, 64 KiB). Over TCP on the 2-core VM, both in
-/// turn (`bench allreduce --transport tcp --algo ring|rhd --repeat 3`, µs, ring against rhd):
-/// n = 4 at 64 KiB 121 against 87, 256 KiB 289 against 251, 1 MiB 1,201 against 1,289; n = 8
-/// 391 against 244, 904 against 741, 4,583 against 3,558. The ring works on the caller's
-/// vector and this one copies it in and out, which tells at 1 MiB and beyond.
-pub const RHD_NETWORK_MAX_BYTES: usize = 1 << 20;
+/// below this many bytes (from the ring's threshold, 64 KiB). Both over the caller's vector,
+/// over TCP on the 2-core VM (`bench allreduce --transport tcp --algo ring|rhd --repeat 3`, ms,
+/// ring against rhd): n = 4 at 1 MiB 1.57 against 1.12, 16 MiB 25.4 against 24.7, 128 MiB 197
+/// against 222; n = 8 at 1 MiB 4.63 against 3.37, 16 MiB 71.7 against 59.5, 128 MiB 507
+/// against 445; n = 16 at 1 MiB 6.87 against 8.99, 16 MiB 179 against 140. In: 16 MiB; out:
+/// 128 MiB, where the ring's pipelined segments won at n = 4.
+pub const RHD_NETWORK_MAX_BYTES: usize = 32 << 20;
 
 /// On shared memory with more ranks than cores, recursive halving and doubling replaces the
-/// ring below this many bytes: each of the ring's 2(N − 1) steps waits for a peer to be
-/// scheduled. The 2-core VM, µs, ring against rhd: n = 4 at 8 KiB 14.7 against 11.8, 32 KiB
-/// 28.2 against 24.3, 64 KiB 44.4 against 44.3; n = 8 at 8 KiB 56.2 against 33.2, 32 KiB 86.5
-/// against 76.2. With a core per rank the ring's threshold was measured against recursive
-/// doubling on 16 cores, not against this: the ring stays there.
-pub const RHD_SHM_OVERSUBSCRIBED_MAX_BYTES: usize = 64 << 10;
+/// ring below this many bytes, which is where the single-copy ring takes over: each of the
+/// ring's 2(N − 1) steps waits for a peer to be scheduled. The 2-core VM, µs, ring against rhd
+/// (both over the caller's vector): n = 4 at 64 KiB 58.0 against 52.3, 256 KiB 246 against
+/// 138, 512 KiB 410 against 321; n = 8 at 64 KiB 136 against 120, 256 KiB 498 against 417,
+/// 512 KiB 959 against 893; from 8 KiB (the ring's threshold there) rhd's fewer steps won
+/// too (n = 8 at 8 KiB 56.2 against 33.2). With a core per rank the ring's threshold was
+/// measured against recursive doubling on 16 cores, not against this: the ring stays there.
+pub const RHD_SHM_OVERSUBSCRIBED_MAX_BYTES: usize = 1 << 20;
 
 /// Whether the library's allreduce of `bytes` over `size` ranks, past the ring's threshold,
 /// takes recursive halving and doubling instead of the ring: only where `size` is a power of
 /// two from 4 (other sizes pay two steps of the whole vector: at n = 3 over TCP it lost from
-/// 256 KiB; at n = 2 the two schedules are the same and the ring copies less), below
+/// 256 KiB; at n = 2 the two schedules move the same blocks in the same two steps), below
 /// [`RHD_NETWORK_MAX_BYTES`] over a network, below [`RHD_SHM_OVERSUBSCRIBED_MAX_BYTES`] on an
 /// oversubscribed node.
 pub fn prefer_rhd(
@@ -115,9 +118,11 @@ enum Role {
     Active { vrank: u32, extra: Option<Rank> },
 }
 
-/// The schedule of one rank: its role, and the number of halving (= doubling) steps.
+/// One rank's schedule (see the module docs): at each step, which blocks of p it sends to whom
+/// and which it takes from whom. A pure function of the rank, the size and the step, so the
+/// state machine here and the runtime's allreduce over the caller's vector follow the same one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Schedule {
+pub struct RhdSchedule {
     role: Role,
     /// p, the largest power of two at most N.
     pow2: u32,
@@ -127,8 +132,15 @@ struct Schedule {
     extras: u32,
 }
 
-impl Schedule {
-    fn of(rank: u32, size: u32) -> Schedule {
+/// What a rank sends at a step: to whom, blocks `lo..hi` of p, the frame's kind.
+pub type RhdSend = (Rank, (u32, u32), u8);
+/// What a rank takes at a step: from whom, the blocks it lands on, the kind, whether it
+/// combines them (or writes them).
+pub type RhdTake = (Rank, (u32, u32), u8, bool);
+
+impl RhdSchedule {
+    /// The schedule of `rank` of `size`.
+    pub fn of(rank: u32, size: u32) -> RhdSchedule {
         let size = size.max(1);
         let pow2 = 1u32 << (31 - size.leading_zeros());
         let extras = size - pow2;
@@ -147,12 +159,23 @@ impl Schedule {
                 extra: None,
             }
         };
-        Schedule {
+        RhdSchedule {
             role,
             pow2,
             levels: pow2.trailing_zeros(),
             extras,
         }
+    }
+
+    /// Steps of the schedule: the fold, log2 p halving, log2 p doubling, the unfold.
+    pub fn steps(&self) -> u32 {
+        self.last() + 1
+    }
+
+    /// Elements of blocks `lo..hi` of p in a vector of `len`.
+    pub fn elements(&self, (lo, hi): (u32, u32), len: usize) -> std::ops::Range<usize> {
+        let p = self.pow2 as usize;
+        (lo as usize * len / p)..(hi as usize * len / p)
     }
 
     /// The real rank of schedule rank `vrank`.
@@ -182,108 +205,62 @@ impl Schedule {
     fn partner(&self, vrank: u32, step: u32) -> Rank {
         self.real(vrank ^ self.mask(step))
     }
-}
 
-/// The recursive halving and doubling state machine (see the module docs).
-#[derive(Debug)]
-pub struct HalvingDoubling {
-    config: RhdConfig,
-    schedule: Schedule,
-    phase: Phase,
-    value: Values,
-    /// The blocks (of p) this rank holds, `lo..hi`: all of them before the first halving step.
-    held: (u32, u32),
-    /// The next step whose frame this rank takes.
-    next_step: u32,
-    /// Frames that came before their step (a transport that reorders): their payloads.
-    early: Vec<(u32, Values)>,
-    counters: Counters,
-}
-
-impl HalvingDoubling {
-    /// A rank of a recursive halving and doubling allreduce.
-    pub fn new(config: RhdConfig) -> HalvingDoubling {
-        let schedule = Schedule::of(config.rank.0, config.size);
-        HalvingDoubling {
-            config,
-            schedule,
-            phase: Phase::Idle,
-            value: Values::F64(Vec::new()),
-            held: (0, schedule.pow2),
-            next_step: 0,
-            early: Vec::new(),
-            counters: Counters::default(),
-        }
+    /// The blocks schedule rank `vrank` holds before halving or doubling `step`: all p before
+    /// the first halving step, half as many after each, block `vrank` alone after the last,
+    /// twice as many after each doubling step.
+    fn held(&self, vrank: u32, step: u32) -> (u32, u32) {
+        let width = if step <= self.levels {
+            self.pow2 >> (step - 1)
+        } else {
+            1 << (step - self.levels - 1)
+        };
+        let lo = vrank / width * width;
+        (lo, lo + width)
     }
 
-    /// Makes the instance a fresh one for `config`, keeping its allocations.
-    pub fn restart(&mut self, config: RhdConfig) {
-        self.config = config;
-        self.schedule = Schedule::of(config.rank.0, config.size);
-        self.phase = Phase::Idle;
-        self.value.clear();
-        self.held = (0, self.schedule.pow2);
-        self.next_step = 0;
-        self.early.clear();
-        self.counters = Counters::default();
-    }
-
-    /// Elements of blocks `lo..hi` of p.
-    fn elements(&self, (lo, hi): (u32, u32)) -> std::ops::Range<usize> {
-        let (p, len) = (self.schedule.pow2 as usize, self.value.len());
-        (lo as usize * len / p)..(hi as usize * len / p)
-    }
-
-    /// What this rank sends at `step` (to whom, which blocks, which kind), if anything, given
-    /// what it holds before the step.
-    fn send_of(&self, step: u32) -> Option<(Rank, (u32, u32), u8)> {
-        let s = &self.schedule;
-        let whole = (0, s.pow2);
-        match s.role {
+    /// What this rank sends at `step`, if anything.
+    pub fn send(&self, step: u32) -> Option<RhdSend> {
+        let whole = (0, self.pow2);
+        match self.role {
             Role::Folded { keeper } => (step == 0).then_some((keeper, whole, KIND_FOLD)),
-            Role::Active { extra, .. } if step == s.last() => {
+            Role::Active { extra, .. } if step == self.last() => {
                 extra.map(|to| (to, whole, KIND_UNFOLD))
             }
-            Role::Active { .. } if step == 0 => None,
+            Role::Active { .. } if step == 0 || step > self.last() => None,
             Role::Active { vrank, .. } => {
-                let to = s.partner(vrank, step);
-                let (lo, hi) = self.held;
-                if step <= s.levels {
+                let to = self.partner(vrank, step);
+                let (lo, hi) = self.held(vrank, step);
+                if step <= self.levels {
                     let mid = (lo + hi) / 2;
-                    let lower = vrank & s.mask(step) == 0;
+                    let lower = vrank & self.mask(step) == 0;
                     Some((to, if lower { (mid, hi) } else { (lo, mid) }, KIND_HALVE))
                 } else {
-                    Some((to, self.held, KIND_DOUBLE))
+                    Some((to, (lo, hi), KIND_DOUBLE))
                 }
             }
         }
     }
 
-    /// What this rank takes at `step` (from whom, which blocks it lands on, which kind, and
-    /// whether it combines), if anything.
-    fn take_of(&self, step: u32) -> Option<(Rank, (u32, u32), u8, bool)> {
-        let s = &self.schedule;
-        let whole = (0, s.pow2);
-        match s.role {
+    /// What this rank takes at `step`, if anything.
+    pub fn take(&self, step: u32) -> Option<RhdTake> {
+        let whole = (0, self.pow2);
+        match self.role {
             Role::Folded { keeper } => {
-                (step == s.last()).then_some((keeper, whole, KIND_UNFOLD, false))
+                (step == self.last()).then_some((keeper, whole, KIND_UNFOLD, false))
             }
             Role::Active { extra, .. } if step == 0 => {
                 extra.map(|from| (from, whole, KIND_FOLD, true))
             }
-            Role::Active { .. } if step == s.last() => None,
+            Role::Active { .. } if step >= self.last() => None,
             Role::Active { vrank, .. } => {
-                let from = s.partner(vrank, step);
-                let (lo, hi) = self.held;
-                let lower = vrank & s.mask(step) == 0;
-                if step <= s.levels {
+                let from = self.partner(vrank, step);
+                let (lo, hi) = self.held(vrank, step);
+                let lower = vrank & self.mask(step) == 0;
+                if step <= self.levels {
                     let mid = (lo + hi) / 2;
-                    Some((
-                        from,
-                        if lower { (lo, mid) } else { (mid, hi) },
-                        KIND_HALVE,
-                        true,
-                    ))
+                    let kept = if lower { (lo, mid) } else { (mid, hi) };
+                    Some((from, kept, KIND_HALVE, true))
                 } else {
                     let width = hi - lo;
                     let theirs = if lower {
@@ -296,10 +273,55 @@ impl HalvingDoubling {
             }
         }
     }
+}
+
+/// The recursive halving and doubling state machine (see the module docs).
+#[derive(Debug)]
+pub struct HalvingDoubling {
+    config: RhdConfig,
+    schedule: RhdSchedule,
+    phase: Phase,
+    value: Values,
+    /// The next step whose frame this rank takes.
+    next_step: u32,
+    /// Frames that came before their step (a transport that reorders): their payloads.
+    early: Vec<(u32, Values)>,
+    counters: Counters,
+}
+
+impl HalvingDoubling {
+    /// A rank of a recursive halving and doubling allreduce.
+    pub fn new(config: RhdConfig) -> HalvingDoubling {
+        HalvingDoubling {
+            config,
+            schedule: RhdSchedule::of(config.rank.0, config.size),
+            phase: Phase::Idle,
+            value: Values::F64(Vec::new()),
+            next_step: 0,
+            early: Vec::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Makes the instance a fresh one for `config`, keeping its allocations.
+    pub fn restart(&mut self, config: RhdConfig) {
+        self.config = config;
+        self.schedule = RhdSchedule::of(config.rank.0, config.size);
+        self.phase = Phase::Idle;
+        self.value.clear();
+        self.next_step = 0;
+        self.early.clear();
+        self.counters = Counters::default();
+    }
+
+    /// Elements of blocks `lo..hi` of p.
+    fn elements(&self, blocks: (u32, u32)) -> std::ops::Range<usize> {
+        self.schedule.elements(blocks, self.value.len())
+    }
 
     /// Sends this rank's frame of `step`, if it has one.
     fn send_step(&mut self, step: u32, out: &mut Outbox) {
-        let Some((to, blocks, kind)) = self.send_of(step) else {
+        let Some((to, blocks, kind)) = self.schedule.send(step) else {
             return;
         };
         let header = FrameHeader::new(
@@ -339,9 +361,9 @@ impl HalvingDoubling {
     /// Sends from `step` on until the next step that takes a frame (or the end).
     fn advance(&mut self, mut step: u32, out: &mut Outbox) {
         // Each turn handles one step; there are 2 log2 p + 2 of them.
-        while step <= self.schedule.last() {
+        while step < self.schedule.steps() {
             self.send_step(step, out);
-            if self.take_of(step).is_some() {
+            if self.schedule.take(step).is_some() {
                 self.next_step = step;
                 return;
             }
@@ -358,7 +380,7 @@ impl HalvingDoubling {
         payload: ValuesRef<'_>,
         out: &mut Outbox,
     ) -> Result<(), FrameError> {
-        let Some((from, blocks, _, combine)) = self.take_of(step) else {
+        let Some((from, blocks, _, combine)) = self.schedule.take(step) else {
             return Err(FrameError::Unexpected {
                 from: self.config.rank.0,
                 what: "no frame is taken at this step",
@@ -382,12 +404,6 @@ impl HalvingDoubling {
                 what: "blocks do not combine with the local vector",
             });
         }
-        // What this rank holds now: the half it kept, or its share and the partner's.
-        let s = self.schedule;
-        if (1..=2 * s.levels).contains(&step) {
-            let (lo, hi) = (self.held.0.min(blocks.0), self.held.1.max(blocks.1));
-            self.held = if step <= s.levels { blocks } else { (lo, hi) };
-        }
         out.emit(Event::RoundDone { round: step });
         self.advance(step + 1, out);
         Ok(())
@@ -402,7 +418,7 @@ impl HalvingDoubling {
         {
             let (step, values) = self.early.swap_remove(pos);
             if let Err(error) = self.apply(step, values.as_ref(), out) {
-                let from = self.take_of(step).map_or(self.config.rank, |t| t.0);
+                let from = self.schedule.take(step).map_or(self.config.rank, |t| t.0);
                 self.reject(from, error, out);
             }
         }
@@ -432,7 +448,10 @@ impl HalvingDoubling {
                 }
                 // Which step a frame may be is fixed by the schedule; what it holds is
                 // checked against the blocks once its step comes.
-                let expected = self.expected_from(step);
+                let expected = self
+                    .schedule
+                    .take(step)
+                    .map(|(from, _, kind, _)| (from, kind));
                 if expected != Some((from, frame.header.kind)) || frame.header.source != from.0 {
                     return Err(unexpected("not this rank's partner at this step"));
                 }
@@ -454,23 +473,6 @@ impl HalvingDoubling {
             return self.reject(from, error, out);
         }
         self.drain_early(out);
-    }
-
-    /// The sender and kind of the frame this rank takes at `step`, if it takes one: fixed by
-    /// the schedule, whatever the rank holds.
-    fn expected_from(&self, step: u32) -> Option<(Rank, u8)> {
-        let s = &self.schedule;
-        match s.role {
-            Role::Folded { keeper } => (step == s.last()).then_some((keeper, KIND_UNFOLD)),
-            Role::Active { extra, .. } if step == 0 => extra.map(|e| (e, KIND_FOLD)),
-            Role::Active { vrank, .. } if (1..=s.levels).contains(&step) => {
-                Some((s.partner(vrank, step), KIND_HALVE))
-            }
-            Role::Active { vrank, .. } if (s.levels + 1..=2 * s.levels).contains(&step) => {
-                Some((s.partner(vrank, step), KIND_DOUBLE))
-            }
-            Role::Active { .. } => None,
-        }
     }
 }
 
@@ -538,7 +540,7 @@ impl Protocol for HalvingDoubling {
             counters: self.counters,
             detail: Detail::Ring {
                 steps_done: self.next_step,
-                steps_total: self.schedule.last() + 1,
+                steps_total: self.schedule.steps(),
             },
         }
     }

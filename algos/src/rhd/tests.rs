@@ -200,8 +200,8 @@ fn a_failed_peer_aborts() {
 fn the_pick_takes_it_only_at_powers_of_two_in_its_measured_windows() {
     use crate::direct::Placement::{Oversubscribed, OwnCores};
     assert!(prefer_rhd(4, 64 << 10, true, OwnCores));
-    assert!(prefer_rhd(16, (1 << 20) - 8, true, OwnCores));
-    assert!(!prefer_rhd(16, 1 << 20, true, OwnCores));
+    assert!(prefer_rhd(16, 16 << 20, true, OwnCores));
+    assert!(!prefer_rhd(16, 32 << 20, true, OwnCores));
     assert!(
         !prefer_rhd(6, 64 << 10, true, OwnCores),
         "not a power of two"
@@ -211,7 +211,8 @@ fn the_pick_takes_it_only_at_powers_of_two_in_its_measured_windows() {
         "the ring's schedule at n = 2"
     );
     assert!(prefer_rhd(8, 8 << 10, false, Oversubscribed));
-    assert!(!prefer_rhd(8, 64 << 10, false, Oversubscribed));
+    assert!(prefer_rhd(8, (1 << 20) - 8, false, Oversubscribed));
+    assert!(!prefer_rhd(8, 1 << 20, false, Oversubscribed));
     assert!(
         !prefer_rhd(8, 8 << 10, false, OwnCores),
         "not measured with a core per rank"

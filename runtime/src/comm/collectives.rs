@@ -13,8 +13,8 @@ use ftcoll_algos::ring::{prefer_ring, ring_min_bytes};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
+use super::in_place::{VectorRhd, VectorRing};
 use super::run::{whole_vector_trailer_bytes, Slack};
-use super::vector_ring::VectorRing;
 use super::{CommError, Communicator};
 use crate::env::{LargeAllreduce, SmallAllreduce};
 use crate::transport::TransportKind;
@@ -197,7 +197,7 @@ impl Communicator {
             ..shell.plan
         };
         // The blocks go out of and come into the caller's vector itself: no copy of it in
-        // or out (see `vector_ring`).
+        // or out (see `in_place`).
         let mut protocol = VectorRing::new((shell.rank, shell.size, shell.op, op), plan, data);
         let ended = self.execute(&mut protocol, ftcoll_algos::ValuesRef::Empty)?;
         let (outcome, _) = self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})?;
@@ -212,9 +212,19 @@ impl Communicator {
         data: &mut [T],
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
-        // A frame carries at most a segment: the whole of it where N is not a power of two.
         let shell = self.shell_config(Algorithm::Rhd, op, T::DTYPE, Slack::NONE)?;
-        self.run_collective(shell, ftcoll_algos::rhd::allreduce_segment, data)
+        // The largest frame is half a segment (the first halving step), or the whole of it
+        // where N is not a power of two (the fold and the unfold).
+        let factor = if shell.size.is_power_of_two() { 2 } else { 1 };
+        let plan = SegmentPlan {
+            segment_elems: shell.plan.segment_elems.saturating_mul(factor),
+            ..shell.plan
+        };
+        // Blocks go out of and come into the caller's vector itself (see `in_place`).
+        let mut protocol = VectorRhd::new((shell.rank, shell.size, shell.op, op), plan, data);
+        let ended = self.execute(&mut protocol, ftcoll_algos::ValuesRef::Empty)?;
+        let (outcome, _) = self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})?;
+        Ok(outcome)
     }
 
     /// Allreduce of `data` in place by direct exchange: every rank sends its input to every

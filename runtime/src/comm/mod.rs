@@ -17,6 +17,7 @@ mod collectives;
 mod era_service;
 mod error;
 mod ft;
+mod in_place;
 mod job_channel;
 mod join;
 mod leave;
@@ -24,7 +25,6 @@ mod run;
 mod saved_input;
 mod single_copy;
 mod typed;
-mod vector_ring;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;

@@ -47,8 +47,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use self::notice::ReadyNotice;
+use super::in_place::announce_mismatch;
 use super::saved_input::SavedInput;
-use super::vector_ring::announce_mismatch;
 use crate::transport::shm::cross_memory::{self, CrossMemoryError, PeerRegion};
 use crate::transport::shm::peer_map::PeerMappings;
 use crate::transport::shm::shared_heap::{self, SharedSpan};

@@ -1,6 +1,6 @@
-//! The ring over callers' vectors, driven in process in random delivery orders: the same
-//! result as a plain reduction at every size, length, segment plan and order, and a vector of
-//! another length ends in the typed error at every rank.
+//! The ring and recursive halving and doubling over callers' vectors, driven in process in
+//! random delivery orders: the same result as a plain reduction at every size, length, segment
+//! plan and order, and a vector of another length ends in the typed error at every rank.
 
 use super::*;
 use ftcoll_algos::rng::SimRng;
@@ -32,12 +32,17 @@ fn collect(from: Rank, out: &mut Outbox, flight: &mut Vec<InFlight>, events: &mu
 
 /// Runs the ranks over `vectors` to the end, delivering frames in an order drawn from `seed`
 /// (any frame in flight next, so even one link reorders); returns every rank's events.
-fn run(vectors: &mut [Vec<u32>], op: ReduceOp, plan: SegmentPlan, seed: u64) -> Vec<Vec<Event>> {
+fn run<S: StepSchedule>(
+    vectors: &mut [Vec<u32>],
+    op: ReduceOp,
+    plan: SegmentPlan,
+    seed: u64,
+) -> Vec<Vec<Event>> {
     let size = vectors.len() as u32;
-    let mut ranks: Vec<VectorRing<'_, u32>> = vectors
+    let mut ranks: Vec<InPlace<'_, u32, S>> = vectors
         .iter_mut()
         .enumerate()
-        .map(|(r, v)| VectorRing::new((Rank(r as u32), size, OpId(5), op), plan, v))
+        .map(|(r, v)| InPlace::new((Rank(r as u32), size, OpId(5), op), plan, v))
         .collect();
     let mut out = Outbox::new();
     let mut flight = Vec::new();
@@ -80,9 +85,9 @@ fn rejected(events: &[Event]) -> bool {
     events.iter().any(|e| matches!(e, Event::Rejected { .. }))
 }
 
-#[test]
-fn every_size_length_plan_and_order_reduces_in_place_exactly() {
-    let mut rng = SimRng::new(77);
+/// Random sizes, lengths, plans, operators and delivery orders, each against a plain reduction.
+fn reduces_in_place_exactly<S: StepSchedule>(seed: u64) {
+    let mut rng = SimRng::new(seed);
     for case in 0..150u64 {
         let size = 1 + rng.below(9) as u32;
         // Lengths below, at and above N; segments from one element to the whole vector.
@@ -99,7 +104,7 @@ fn every_size_length_plan_and_order_reduces_in_place_exactly() {
         for v in &vectors[1..] {
             u32::combine(&mut want, v, op).unwrap();
         }
-        let events = run(&mut vectors, op, plan, case);
+        let events = run::<S>(&mut vectors, op, plan, case);
         for (r, (v, e)) in vectors.iter().zip(&events).enumerate() {
             assert!(completed(e) && !rejected(e), "case {case} rank {r}: {e:?}");
             assert_eq!(
@@ -111,16 +116,32 @@ fn every_size_length_plan_and_order_reduces_in_place_exactly() {
 }
 
 #[test]
+fn the_ring_reduces_in_place_exactly_at_every_size_length_plan_and_order() {
+    reduces_in_place_exactly::<RingSteps>(77);
+}
+
+#[test]
+fn rhd_reduces_in_place_exactly_at_every_size_length_plan_and_order() {
+    reduces_in_place_exactly::<RhdSteps>(78);
+}
+
+#[test]
 fn a_rank_with_another_length_gives_every_rank_the_typed_error() {
-    for odd in 0..3 {
-        let mut vectors: Vec<Vec<u32>> = (0..3)
+    a_mismatch_is_typed_everywhere::<RingSteps>(3);
+    a_mismatch_is_typed_everywhere::<RhdSteps>(3);
+    a_mismatch_is_typed_everywhere::<RhdSteps>(4);
+}
+
+fn a_mismatch_is_typed_everywhere<S: StepSchedule>(size: u32) {
+    for odd in 0..size {
+        let mut vectors: Vec<Vec<u32>> = (0..size)
             .map(|r| vec![1; if r == odd { 999 } else { 1000 }])
             .collect();
         let plan = SegmentPlan {
             segment_elems: 96,
             window: 2,
         };
-        let events = run(&mut vectors, ReduceOp::Sum, plan, odd as u64);
+        let events = run::<S>(&mut vectors, ReduceOp::Sum, plan, u64::from(odd));
         for (r, e) in events.iter().enumerate() {
             let typed = e.iter().any(|e| {
                 matches!(

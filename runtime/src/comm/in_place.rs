@@ -1,34 +1,39 @@
-//! The ring allreduce over the caller's own vector, where blocks travel as frames (TCP, UCX,
-//! libfabric, and shared memory below the single-copy threshold).
+//! The ring and recursive halving and doubling allreduces over the caller's own vector, where
+//! blocks travel as frames (TCP, UCX, libfabric, and shared memory below the single-copy
+//! threshold).
 //!
-//! The copying ring ([`ftcoll_algos::ring::RingAllreduce`] under the operation shell) owns its
-//! segments' buffers: the shell copies the caller's vector into them when the operation
-//! starts and the result out of them when it ends, two passes over the vector that carry no
-//! data anywhere. Here the steps and blocks are the same ([`ring::phase_blocks`]) and the
-//! frames identical on the wire, but a block is encoded straight from the caller's vector and
-//! an arriving block is combined (or, in the allgather, copied) straight into it. Segments and
-//! the window are the shell's: each segment of [`SegmentPlan::segment_elems`] elements runs its
-//! own ring, at most `window` of them started by this rank's own schedule, and a segment a
-//! peer has started is started here on its first frame.
+//! Their state machines in `ftcoll_algos` own their segments' buffers: the operation shell
+//! copies the caller's vector into them when the operation starts and the result out of them
+//! when it ends, two passes over the vector that carry no data anywhere. Here the steps and
+//! blocks are the same ([`schedules`]) and the frames identical on the wire, but a block is
+//! encoded straight from the caller's vector and an arriving block is combined (or copied)
+//! straight into it. Segments and the window are the shell's: each segment of
+//! [`SegmentPlan::segment_elems`] elements runs the whole schedule, at most `window` of them
+//! started by this rank's own schedule, and a segment a peer has started is started here on
+//! its first frame.
 //!
 //! Why the vector may be worked on in place: a block is copied into the outbox when it is
-//! sent, so what a later step writes into it never reaches a frame already queued; and each
-//! block a step takes is one no queued step of this rank will send again before it is
-//! combined (the ring's schedule: a rank sends block r − s − 1 and then combines block
-//! r − s − 2, which it sends next). The property test below runs every size and length in
-//! random delivery orders against the copying ring's result.
+//! sent, so what a later step writes into it never reaches a frame already queued; a step's
+//! send goes out only once the step before it has been applied; and each step takes a block
+//! its own send of that step does not read (the ring: a rank sends block r − s − 1 and combines
+//! block r − s − 2; halving: the half it keeps, not the half it sends; doubling: the partner's
+//! share beside its own). The property tests below run every size and length in random
+//! delivery orders against a plain reduction.
 //!
-//! Not fault tolerant, like the ring: a failed peer aborts the operation at every rank, and
-//! what the vector then holds is no result (the caller gets the error).
+//! Not fault tolerant: a failed peer aborts the operation at every rank, and what the vector
+//! then holds is no result (the caller gets the error).
+
+mod schedules;
 
 use ftcoll_algos::protocol::{
     AbortReason, Assembled, Counters, Detail, Event, Input, LocalFault, Outbox, Phase, Protocol,
     RankStatus, SegmentPlan, StateVar, KIND_SHAPE_MISMATCH,
 };
-use ftcoll_algos::ring::{self, KIND_ALLGATHER, KIND_REDUCE_SCATTER};
 use ftcoll_algos::values::{divide_floats, Dtype, Element};
 use ftcoll_algos::wire::{Frame, FrameError, Stamp};
-use ftcoll_algos::{Algorithm, FrameHeader, OpId, Rank, ReduceOp, Time, ValuesRef};
+use ftcoll_algos::{FrameHeader, OpId, Rank, ReduceOp, Time, ValuesRef};
+
+pub(crate) use schedules::{RhdSteps, RingSteps, StepSchedule};
 
 /// One segment's progress at this rank.
 #[derive(Clone, Copy, Debug, Default)]
@@ -45,9 +50,10 @@ struct Early<T> {
     values: Vec<T>,
 }
 
-/// One rank's part in a ring allreduce of `data` in place (see the module docs).
-pub(crate) struct VectorRing<'a, T: Element> {
+/// One rank's part in an allreduce of `data` in place by schedule `S` (see the module docs).
+pub(crate) struct InPlace<'a, T: Element, S: StepSchedule> {
     data: &'a mut [T],
+    schedule: S,
     rank: Rank,
     size: u32,
     op: OpId,
@@ -64,7 +70,12 @@ pub(crate) struct VectorRing<'a, T: Element> {
     counters: Counters,
 }
 
-impl<'a, T: Element> VectorRing<'a, T> {
+/// The ring allreduce in place.
+pub(crate) type VectorRing<'a, T> = InPlace<'a, T, RingSteps>;
+/// Recursive halving and doubling in place.
+pub(crate) type VectorRhd<'a, T> = InPlace<'a, T, RhdSteps>;
+
+impl<'a, T: Element, S: StepSchedule> InPlace<'a, T, S> {
     /// Rank `rank` of `size`, operation `op`, reducing `data` with `reduce` in segments of
     /// `plan`.
     pub(crate) fn new(
@@ -73,8 +84,9 @@ impl<'a, T: Element> VectorRing<'a, T> {
         data: &'a mut [T],
     ) -> Self {
         let count = plan.segments(data.len());
-        VectorRing {
+        InPlace {
             data,
+            schedule: S::of(rank, size),
             rank,
             size: size.max(1),
             op,
@@ -91,9 +103,9 @@ impl<'a, T: Element> VectorRing<'a, T> {
         }
     }
 
-    /// Steps of each segment's ring: N − 1 of reduce-scatter, N − 1 of allgather.
+    /// Steps of each segment.
     fn steps(&self) -> u32 {
-        2 * (self.size - 1)
+        self.schedule.steps()
     }
 
     fn stamp(&self, segment: usize) -> Stamp {
@@ -109,28 +121,11 @@ impl<'a, T: Element> VectorRing<'a, T> {
         (T::DTYPE, self.data.len() as u64)
     }
 
-    fn left(&self) -> Rank {
-        Rank((self.rank.0 + self.size - 1) % self.size)
-    }
-
-    fn right(&self) -> Rank {
-        Rank((self.rank.0 + 1) % self.size)
-    }
-
-    /// Elements of `block` of `segment` in the whole vector, and whether `step` combines.
-    fn range_of(&self, segment: usize, step: u32, sending: bool) -> (std::ops::Range<usize>, bool) {
+    /// Elements of `segment` in the whole vector.
+    fn segment_range(&self, segment: usize) -> std::ops::Range<usize> {
         let width = self.plan.segment_elems.max(1);
         let start = segment.saturating_mul(width).min(self.data.len());
-        let end = start.saturating_add(width).min(self.data.len());
-        let phase = self.size - 1;
-        let (combine, s) = if step < phase {
-            (true, step)
-        } else {
-            (false, step - phase)
-        };
-        let (send, take) = ring::phase_blocks(self.rank.0, self.size, combine, s);
-        let block = ring::block_range(if sending { send } else { take }, self.size, end - start);
-        ((start + block.start)..(start + block.end), combine)
+        start..start.saturating_add(width).min(self.data.len())
     }
 
     fn on_start(&mut self, out: &mut Outbox) {
@@ -162,46 +157,53 @@ impl<'a, T: Element> VectorRing<'a, T> {
             _ => return,
         }
         self.running += 1;
-        self.send_step(segment, 0, out);
+        self.advance(segment, 0, out);
     }
 
-    fn send_step(&mut self, segment: usize, step: u32, out: &mut Outbox) {
-        let (range, combine) = self.range_of(segment, step, true);
-        let kind = if combine {
-            KIND_REDUCE_SCATTER
-        } else {
-            KIND_ALLGATHER
-        };
-        let header = FrameHeader::new(Algorithm::Ring, kind, self.op, self.rank, step);
-        out.set_stamp(self.stamp(segment));
-        let block = self.data.get(range).unwrap_or_default();
-        out.send(self.right(), header, T::view(block));
-        self.counters.messages_sent += 1;
+    /// Sends from `step` on until a step that takes a frame, or finishes the segment.
+    fn advance(&mut self, segment: usize, mut step: u32, out: &mut Outbox) {
+        let whole = self.segment_range(segment);
+        // Each turn handles one step of the schedule's few.
+        while step < self.steps() {
+            if let Some((to, range, kind)) = self.schedule.send(step, whole.len()) {
+                let header = FrameHeader::new(S::ALGORITHM, kind, self.op, self.rank, step);
+                out.set_stamp(self.stamp(segment));
+                let block = (whole.start + range.start)..(whole.start + range.end);
+                let block = self.data.get(block).unwrap_or_default();
+                out.send(to, header, T::view(block));
+                self.counters.messages_sent += 1;
+            }
+            if self.schedule.take(step, whole.len()).is_some() {
+                self.segments[segment].next_step = step;
+                return;
+            }
+            step += 1;
+        }
+        self.segments[segment].next_step = step;
+        self.finish_segment(out);
     }
 
     /// Applies the block of `step` of `segment` (its next one) and sends what it makes ready.
     fn apply(&mut self, segment: usize, step: u32, block: &[T], out: &mut Outbox) -> bool {
-        let (range, combine) = self.range_of(segment, step, false);
+        let whole = self.segment_range(segment);
+        let Some(take) = self.schedule.take(step, whole.len()) else {
+            return false;
+        };
+        let range = (whole.start + take.range.start)..(whole.start + take.range.end);
         let Some(mine) = self.data.get_mut(range) else {
             return false;
         };
         if mine.len() != block.len() {
             return false;
         }
-        if combine {
+        if take.combine {
             if T::combine(mine, block, self.reduce).is_err() {
                 return false;
             }
         } else {
             mine.copy_from_slice(block);
         }
-        let next = step + 1;
-        self.segments[segment].next_step = next;
-        if next < self.steps() {
-            self.send_step(segment, next, out);
-        } else {
-            self.finish_segment(out);
-        }
+        self.advance(segment, step + 1, out);
         true
     }
 
@@ -244,7 +246,7 @@ impl<'a, T: Element> VectorRing<'a, T> {
             return;
         }
         out.set_stamp(self.stamp(0));
-        let header = FrameHeader::new(Algorithm::Ring, KIND_SHAPE_MISMATCH, self.op, self.rank, 0);
+        let header = FrameHeader::new(S::ALGORITHM, KIND_SHAPE_MISMATCH, self.op, self.rank, 0);
         announce_mismatch(out, header, (self.rank, self.size), peer, remote);
         self.counters.messages_sent += u64::from(self.size - 1);
         let local = self.shape();
@@ -261,7 +263,7 @@ impl<'a, T: Element> VectorRing<'a, T> {
     fn on_message(&mut self, from: Rank, frame: Frame<'_>, out: &mut Outbox) {
         let theirs = frame.header.stamp();
         let mine = self.shape();
-        if let Err(error) = frame.check(Algorithm::Ring, self.op) {
+        if let Err(error) = frame.check(S::ALGORITHM, self.op) {
             // Ranks pick an algorithm from the vector's size: a frame of this operation from
             // another algorithm that shows another shape (or reports one) is a mismatch, not
             // noise, or the two ranks would wait for each other until the time limit.
@@ -295,17 +297,17 @@ impl<'a, T: Element> VectorRing<'a, T> {
         }
         let (segment, step) = (theirs.segment as usize, frame.header.step);
         let unexpected = |what| FrameError::Unexpected { from: from.0, what };
-        let expected_kind = if step < self.size - 1 {
-            KIND_REDUCE_SCATTER
-        } else {
-            KIND_ALLGATHER
-        };
-        let checked = if from != self.left() || frame.header.source != from.0 {
-            Err(unexpected("not this rank's left neighbour"))
-        } else if segment >= self.segments.len() {
+        // Who sends at a step and what kind is fixed by the schedule, whatever the length.
+        let expected = self
+            .schedule
+            .take(step, 0)
+            .map(|take| (take.from, take.kind));
+        let checked = if segment >= self.segments.len() {
             Err(unexpected("segment beyond the operation's vector"))
-        } else if step >= self.steps() || frame.header.kind != expected_kind {
+        } else if expected.is_none() || expected.map(|e| e.1) != Some(frame.header.kind) {
             Err(unexpected("step out of range"))
+        } else if expected.map(|e| e.0) != Some(from) || frame.header.source != from.0 {
+            Err(unexpected("not this rank's peer at this step"))
         } else {
             frame.values().and_then(|values| {
                 T::cast(values).ok_or(unexpected("block of another type than the vector"))
@@ -359,9 +361,12 @@ impl<'a, T: Element> VectorRing<'a, T> {
             };
             let held = self.early.swap_remove(at);
             if !self.apply(segment, held.step, &held.values, out) {
-                let left = self.left();
+                let from = self
+                    .schedule
+                    .take(held.step, 0)
+                    .map_or(self.rank, |t| t.from);
                 let what = "block does not match the local vector";
-                self.reject(left, FrameError::Unexpected { from: left.0, what }, out);
+                self.reject(from, FrameError::Unexpected { from: from.0, what }, out);
                 return;
             }
         }
@@ -407,14 +412,14 @@ pub(super) fn announce_mismatch(
     }
 }
 
-impl<T: Element> Protocol for VectorRing<'_, T> {
+impl<T: Element, S: StepSchedule> Protocol for InPlace<'_, T, S> {
     fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
         match input {
             Input::Start { .. } => self.on_start(out),
             Input::Message { from, frame } => self.on_message(from, frame, out),
             Input::PeerFailed { .. } => {
                 self.counters.failures_noticed += 1;
-                // Every block passes every rank: any failure fails the operation.
+                // Every rank's input reaches every block: any failure fails the operation.
                 self.abort(AbortReason::TooManyFailures, out);
             }
             Input::Stop => self.abort(AbortReason::Stopped, out),
@@ -460,7 +465,7 @@ impl<T: Element> Protocol for VectorRing<'_, T> {
     }
 }
 
-impl<T: Element> Assembled for VectorRing<'_, T> {
+impl<T: Element, S: StepSchedule> Assembled for InPlace<'_, T, S> {
     fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_> {
         None::<std::iter::Empty<(usize, ValuesRef<'_>)>>
     }
