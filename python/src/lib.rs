@@ -14,6 +14,8 @@ use ftcoll_runtime::comm::{
 };
 use ftcoll_runtime::ftco_call::FtcoCall;
 
+mod memory;
+
 create_exception!(ftcoll, Error, PyException, "Any error of ftcoll.");
 create_exception!(
     ftcoll,
@@ -420,6 +422,8 @@ struct AgreeRequest {
 fn ftcoll(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Communicator>()?;
     m.add_class::<AgreeRequest>()?;
+    m.add_class::<memory::SharedMemory>()?;
+    m.add_function(wrap_pyfunction!(memory::alloc, m)?)?;
     let py = m.py();
     m.add("Error", py.get_type::<Error>())?;
     m.add("ProcFailedError", py.get_type::<ProcFailedError>())?;

@@ -5,6 +5,9 @@
 Every rank runs the same tests in the same order, so the collectives match up across ranks.
 """
 
+import gc
+import os
+
 import numpy as np
 import pytest
 
@@ -25,6 +28,40 @@ def test_allreduce_in_place_every_type(comm, dtype, count):
     data = np.full(count, comm.rank + 1, dtype=dtype)
     comm.allreduce(data, op="sum")
     assert np.all(data == comm.size * (comm.size + 1) // 2)
+
+
+def mapped_heap_on():
+    """Whether this job puts long vectors in memory files its ranks map."""
+    env = os.environ
+    return (
+        env.get("FTCOLL_TRANSPORT") == "shm"
+        and env.get("FTCOLL_SINGLE_COPY", "auto") != "off"
+        and env.get("FTCOLL_SHARED_HEAP", "auto") != "off"
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_alloc_memory_is_mapped_by_the_neighbour_and_reduces_exactly(comm, dtype):
+    itemsize = np.dtype(dtype).itemsize
+    memory = ftcoll.alloc(4 << 20)
+    assert len(memory) == 4 << 20
+    assert memory.shared == mapped_heap_on()
+    data = np.frombuffer(memory, dtype=dtype)
+    assert data.flags.writeable and data.size == (4 << 20) // itemsize
+    assert not data.any()
+    data[:] = comm.rank + 1
+    # The array keeps the memory alive once the memory object itself is gone.
+    del memory
+    gc.collect()
+    comm.allreduce(data, op="sum")
+    assert np.all(data == comm.size * (comm.size + 1) // 2)
+    if mapped_heap_on() and comm.size > 1:
+        # The single-copy ring read the left neighbour's vector through a read-only mapping
+        # of its memory file, not by a cross-memory read.
+        with open("/proc/self/maps") as maps:
+            peers = [line for line in maps if "memfd:ftcoll-vector" in line and " r--s " in line]
+        assert peers, "no neighbour's vector mapped"
+    assert not ftcoll.alloc(100).shared
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int64])
