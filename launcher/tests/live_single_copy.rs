@@ -69,6 +69,33 @@ fn the_ring_reads_each_block_from_the_neighbour_and_sends_only_notices() {
     }
 }
 
+/// The library's pick takes the single copy from the threshold the user sets, below the
+/// sizes where it would take recursive halving and doubling on an oversubscribed node.
+#[test]
+fn the_pick_takes_the_single_copy_from_a_lowered_threshold() {
+    let _job = common::serialize();
+    let path = common::scratch("single-copy-pick-threshold.json");
+    // 32,768 doubles: 256 KiB, below the default threshold (1 MiB).
+    let out = common::launcher()
+        .args([
+            "-n", "4", "--len", "32768", "--ops", "2", "--input", "int", "--no-tui",
+        ])
+        .args(["--timeout-s", "120", "--json"])
+        .arg(&path)
+        .env("FTCOLL_SINGLE_COPY_MIN_BYTES", "131072")
+        .output()
+        .unwrap();
+    let json = common::take_report(&path, &out);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json["exact"], true, "{json}");
+    // Only the single copy's notices: 2N − 1 per rank and operation.
+    assert_eq!(json["messages"], 4 * 7 * 2, "{json}");
+}
+
 #[test]
 fn switched_off_the_ring_moves_blocks_through_the_segment_again() {
     let json = exact_ring(3, "2000003", "f64", 1, &[("FTCOLL_SINGLE_COPY", "off")]);

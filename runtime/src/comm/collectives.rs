@@ -100,7 +100,12 @@ impl Communicator {
                 .unwrap_or(ring_min_bytes(self.size(), network)),
         );
         let rhd = match self.env.large_allreduce {
-            LargeAllreduce::Auto => prefer_rhd(self.size(), bytes, network, self.placement),
+            // Where the single copy applies (from `FTCOLL_SINGLE_COPY_MIN_BYTES`, however low
+            // the user set it), the ring reads the neighbours' vectors, which rhd cannot.
+            LargeAllreduce::Auto => {
+                prefer_rhd(self.size(), bytes, network, self.placement)
+                    && !self.single_copy_for(bytes)
+            }
             LargeAllreduce::Ring => false,
             LargeAllreduce::Rhd => true,
         };
