@@ -386,8 +386,7 @@ impl Protocol for DirectAllreduce {
         };
         values.push_as_f64(dst);
         if self.config.op == ReduceOp::Average && self.acc.is_some() {
-            let scale = 1.0 / f64::from(self.folded.max(1));
-            dst.iter_mut().for_each(|x| *x *= scale);
+            crate::values::divide_floats(dst, self.folded);
         }
     }
 

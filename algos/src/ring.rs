@@ -419,8 +419,7 @@ impl Protocol for RingAllreduce {
             None => self.value.push_as_f64(dst),
         }
         if self.config.op == ReduceOp::Average && self.phase == Phase::Done {
-            let scale = 1.0 / f64::from(self.config.size.max(1));
-            dst.iter_mut().for_each(|x| *x *= scale);
+            crate::values::divide_floats(dst, self.config.size);
         }
     }
 
