@@ -29,9 +29,9 @@ use crate::time::Time;
 use crate::values::{ReduceOp, Values, ValuesRef};
 use crate::wire::{Frame, FrameError, FrameHeader, OpId};
 
-/// Largest group the library's allreduce runs as a direct exchange.
+/// Largest group the library's allreduce runs as a direct exchange when the user asks for it.
 pub const DIRECT_MAX_RANKS: u32 = 16;
-/// Largest vector (bytes) the library's allreduce runs as a direct exchange.
+/// Largest vector (bytes) the library's allreduce runs as a direct exchange when asked.
 pub const DIRECT_MAX_BYTES: usize = 256;
 
 /// The one message kind: a rank's input.
@@ -57,18 +57,21 @@ impl Placement {
     }
 }
 
-/// Whether the library's allreduce should run `size` ranks reducing `bytes` bytes as a direct
-/// exchange rather than by recursive doubling.
+/// Whether the library's allreduce, asked for the direct exchange (`FTCOLL_SMALL_ALLREDUCE=
+/// direct`), runs `size` ranks reducing `bytes` bytes as one: from 3 to [`DIRECT_MAX_RANKS`]
+/// ranks and up to [`DIRECT_MAX_BYTES`] bytes (at two ranks both are the same single exchange).
 ///
-/// Measured (docs/performance.md): with a core per rank, recursive doubling's log2(N) exchanges
-/// beat the direct exchange's N - 1 incoming frames at every N from 3 to 16 (16 ranks on 16
-/// cores: 3.4 against 9.7 us, Open MPI 3.6); oversubscribed, the direct exchange wins, because it needs one turn on a
-/// core per operation where recursive doubling waits on a chain of descheduled peers. At two
-/// ranks both are the same single exchange, and recursive doubling keeps less state.
-pub fn prefer_direct(size: u32, bytes: usize, placement: Placement) -> bool {
-    placement == Placement::Oversubscribed
-        && (3..=DIRECT_MAX_RANKS).contains(&size)
-        && bytes <= DIRECT_MAX_BYTES
+/// The library no longer picks it by itself: recursive doubling over the caller's vector
+/// measured at or below it at every N from 3 to 16, even with more ranks than cores, where the
+/// direct exchange's one turn on a core per operation had beaten recursive doubling under the
+/// operation shell. The 2-core VM, 8 bytes, two runs (µs, rdb against direct): n = 3 3.0 and
+/// 3.4 against 5.4 and 5.5, n = 4 6.3 and 6.6 against 7.6 and 6.5, n = 8 25.7 and 20.7
+/// against 20.6 and 20.5, n = 16 96 and 102 against 98 and 147; at 256 bytes 3.5 against
+/// 6.1 (n = 3), 22.1 against 24.1 (n = 8). With a core per rank recursive doubling's log2(N)
+/// exchanges had beaten its N − 1 incoming frames already (16 ranks on 16 cores: 3.4 against
+/// 9.7 us).
+pub fn direct_applies(size: u32, bytes: usize) -> bool {
+    (3..=DIRECT_MAX_RANKS).contains(&size) && bytes <= DIRECT_MAX_BYTES
 }
 
 /// Configuration of one direct-exchange instance.

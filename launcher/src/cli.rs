@@ -228,8 +228,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub out_of_place: bool,
     /// Real runs: the allreduce an application gets from `Communicator::allreduce`, picked by
-    /// size, rank count, placement and transport (recursive doubling, the direct exchange or
-    /// the ring, single copy on shared memory from 1 MiB), instead of the one --algo names.
+    /// size, rank count, placement and transport (recursive doubling, the ring or recursive
+    /// halving and doubling, single copy on shared memory from 1 MiB), instead of the one
+    /// --algo names; a real run without --algo runs it.
     #[arg(long)]
     pub library_pick: bool,
     /// Network topology: full, hypercube, torus, ring, bus.

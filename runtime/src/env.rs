@@ -107,7 +107,7 @@ pub const DEFAULT_SEGMENT_WINDOW: u32 = 8;
 /// Which algorithm `Communicator::allreduce` runs for small vectors and groups.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SmallAllreduce {
-    /// The measured choice: the direct exchange only on an oversubscribed node.
+    /// The measured choice: recursive doubling (see `ftcoll_algos::direct::direct_applies`).
     #[default]
     Auto,
     /// Recursive doubling always.

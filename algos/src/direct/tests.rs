@@ -246,17 +246,12 @@ fn a_flip_of_the_unfolded_input_reaches_the_result() {
 }
 
 #[test]
-fn the_library_picks_direct_only_for_small_groups_and_vectors() {
-    let crowded = Placement::Oversubscribed;
-    assert!(!prefer_direct(2, 8, crowded));
-    assert!(prefer_direct(3, 8, crowded));
-    assert!(prefer_direct(DIRECT_MAX_RANKS, DIRECT_MAX_BYTES, crowded));
-    assert!(!prefer_direct(DIRECT_MAX_RANKS + 1, 8, crowded));
-    assert!(!prefer_direct(4, DIRECT_MAX_BYTES + 1, crowded));
-    // With a core per rank, recursive doubling at every size.
-    for n in 2..=DIRECT_MAX_RANKS {
-        assert!(!prefer_direct(n, 8, Placement::OwnCores), "{n}");
-    }
+fn the_direct_exchange_applies_to_small_groups_and_vectors_only() {
+    assert!(!direct_applies(2, 8));
+    assert!(direct_applies(3, 8));
+    assert!(direct_applies(DIRECT_MAX_RANKS, DIRECT_MAX_BYTES));
+    assert!(!direct_applies(DIRECT_MAX_RANKS + 1, 8));
+    assert!(!direct_applies(4, DIRECT_MAX_BYTES + 1));
     assert_eq!(Placement::of(16, 16), Placement::OwnCores);
     assert_eq!(Placement::of(4, 2), Placement::Oversubscribed);
 }

@@ -5,15 +5,15 @@ use ftcoll_algos::corrected::{
     AllreduceConfig, BcastConfig, CorrectedAllreduce, CorrectedBcast, CorrectedReduce, Correction,
     FailureInfo, ReduceConfig,
 };
-use ftcoll_algos::direct::{prefer_direct, DirectAllreduce, DirectConfig, Placement};
-use ftcoll_algos::protocol::{SegmentPlan, Segmented, ShellConfig};
+use ftcoll_algos::direct::{direct_applies, DirectAllreduce, DirectConfig};
+use ftcoll_algos::protocol::{SegmentPlan, ShellConfig};
 use ftcoll_algos::rdb::{RdbConfig, RecursiveDoubling};
 use ftcoll_algos::rhd::prefer_rhd;
 use ftcoll_algos::ring::{prefer_ring, ring_min_bytes};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
-use super::in_place::{VectorRhd, VectorRing};
+use super::in_place::{VectorRdb, VectorRhd, VectorRing};
 use super::run::{whole_vector_trailer_bytes, Slack};
 use super::{CommError, Communicator};
 use crate::env::{LargeAllreduce, SmallAllreduce};
@@ -61,11 +61,13 @@ pub(super) enum AllreducePick {
 }
 
 impl Communicator {
-    /// Allreduce of `data` in place: a direct exchange for small groups and vectors on an
-    /// oversubscribed node (see [`ftcoll_algos::direct::prefer_direct`]; `FTCOLL_SMALL_ALLREDUCE`
-    /// overrides), recursive doubling otherwise. Fails with
-    /// [`CommError::PeerFailed`] when a rank fails during it: neither is fault tolerant; the
-    /// fault-tolerant algorithms return the ranks they excluded instead.
+    /// Allreduce of `data` in place by what measured fastest for its size, rank count,
+    /// placement and transport: recursive doubling for short vectors; from the ring's
+    /// threshold the ring, or recursive halving and doubling for 4, 8, 16, ... ranks where it
+    /// won (see [`ftcoll_algos::rhd::prefer_rhd`]); on shared memory from 1 MiB the
+    /// single-copy ring. `FTCOLL_SMALL_ALLREDUCE=direct` and `FTCOLL_LARGE_ALLREDUCE` override.
+    /// Fails with [`CommError::PeerFailed`] when a rank fails during it: none of these is
+    /// fault tolerant; the fault-tolerant algorithms return the ranks they excluded instead.
     ///
     /// `T` is any [`Element`]: `f64, f32, i32, i64, u32, u64`; the vector may have any length
     /// (it travels in segments that fit the transport's frames). Every rank must pass the same
@@ -87,8 +89,9 @@ impl Communicator {
     /// What [`Communicator::allreduce`] runs for vectors of `bytes`.
     pub(super) fn allreduce_pick(&self, bytes: usize) -> AllreducePick {
         let direct = match self.env.small_allreduce {
-            SmallAllreduce::Auto => prefer_direct(self.size(), bytes, self.placement),
-            SmallAllreduce::Direct => prefer_direct(self.size(), bytes, Placement::Oversubscribed),
+            // Recursive doubling measured at or below it everywhere (see `direct_applies`).
+            SmallAllreduce::Auto => false,
+            SmallAllreduce::Direct => direct_applies(self.size(), bytes),
             SmallAllreduce::Rdb => false,
         };
         let network = self.transport() != TransportKind::Shm;
@@ -124,34 +127,13 @@ impl Communicator {
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
         let shell = self.shell_config(Algorithm::Rdb, op, T::DTYPE, Slack::NONE)?;
-        // One shell goes from one call to the next, restarted in place with its instance: a
-        // loop of calls allocates nothing and moves no protocol state (this is the
-        // small-allreduce latency path, where a copy of the state costs a few percent).
-        let mut protocol = match self.rdb.take() {
-            Some(mut protocol) => {
-                protocol.restart(shell);
-                protocol
-            }
-            None => Box::new(Segmented::new(
-                shell,
-                Box::new(|shell: &ShellConfig, _, spare: Option<RecursiveDoubling>| {
-                    let config = RdbConfig::exact(shell.rank, shell.size, shell.reduce, shell.op);
-                    match spare {
-                        Some(mut protocol) => {
-                            protocol.restart(config);
-                            protocol
-                        }
-                        None => RecursiveDoubling::new(config),
-                    }
-                }),
-            )),
-        };
-        let (outcome, owes_peers) = self.run_collective_in(&mut *protocol, data, |_, _| {})?;
-        if owes_peers {
-            self.endpoint().linger(self.ops, protocol);
-        } else {
-            self.rdb = Some(protocol);
-        }
+        // A frame carries a whole segment. Over the caller's vector (see `in_place`): the
+        // shell's copies in and out, its segment buffers and its per-call bookkeeping cost
+        // 0.57-0.61 us of an 8-byte allreduce at n = 2 on the 2-core VM; this takes 0.41-0.43
+        // (Open MPI 0.48-0.51 in the same runs).
+        let mut protocol = VectorRdb::new((shell.rank, shell.size, shell.op, op), shell.plan, data);
+        let ended = self.execute(&mut protocol, ftcoll_algos::ValuesRef::Empty)?;
+        let (outcome, _) = self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})?;
         Ok(outcome)
     }
 

@@ -26,14 +26,14 @@
 mod schedules;
 
 use ftcoll_algos::protocol::{
-    AbortReason, Assembled, Counters, Detail, Event, Input, LocalFault, Outbox, Phase, Protocol,
+    AbortReason, Assembled, Counters, Event, Input, LocalFault, Outbox, Phase, Protocol,
     RankStatus, SegmentPlan, StateVar, KIND_SHAPE_MISMATCH,
 };
 use ftcoll_algos::values::{divide_floats, Dtype, Element};
 use ftcoll_algos::wire::{Frame, FrameError, Stamp};
 use ftcoll_algos::{FrameHeader, OpId, Rank, ReduceOp, Time, ValuesRef};
 
-pub(crate) use schedules::{RhdSteps, RingSteps, StepSchedule};
+pub(crate) use schedules::{RdbSteps, RhdSteps, RingSteps, StepSchedule};
 
 /// One segment's progress at this rank.
 #[derive(Clone, Copy, Debug, Default)]
@@ -74,6 +74,8 @@ pub(crate) struct InPlace<'a, T: Element, S: StepSchedule> {
 pub(crate) type VectorRing<'a, T> = InPlace<'a, T, RingSteps>;
 /// Recursive halving and doubling in place.
 pub(crate) type VectorRhd<'a, T> = InPlace<'a, T, RhdSteps>;
+/// Recursive doubling in place.
+pub(crate) type VectorRdb<'a, T> = InPlace<'a, T, RdbSteps>;
 
 impl<'a, T: Element, S: StepSchedule> InPlace<'a, T, S> {
     /// Rank `rank` of `size`, operation `op`, reducing `data` with `reduce` in segments of
@@ -457,10 +459,7 @@ impl<T: Element, S: StepSchedule> Protocol for InPlace<'_, T, S> {
             phase: self.phase,
             iteration: done as u32,
             counters: self.counters,
-            detail: Detail::Ring {
-                steps_done: done as u32,
-                steps_total: self.steps(),
-            },
+            detail: self.schedule.detail(done as u32),
         }
     }
 }

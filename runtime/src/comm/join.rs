@@ -147,7 +147,6 @@ impl Communicator {
             members: None,
             placement,
             era_topology,
-            rdb: None,
             single_copy,
             read_scratch: Default::default(),
             lent: Arc::default(),

@@ -30,9 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ftcoll_algos::era::EraTopology;
-use ftcoll_algos::protocol::Segmented;
 use ftcoll_algos::rank::RankSet;
-use ftcoll_algos::rdb::RecursiveDoubling;
 
 use crate::control::client::ControlClient;
 use crate::env::RankEnv;
@@ -78,9 +76,6 @@ pub struct Communicator {
     /// Whether this node's ranks each have a core, which decides the small allreduce.
     placement: ftcoll_algos::direct::Placement,
     era_topology: EraTopology,
-    /// The recursive-doubling shell, restarted in place by every call (see
-    /// [`Communicator::allreduce_rdb`]); `None` while one lingers or before the first call.
-    rdb: Option<Box<Segmented<RecursiveDoubling>>>,
     /// Whether the ring allreduce reads peers' vectors directly (shared memory, cross-memory
     /// attach available, not switched off).
     single_copy: bool,

@@ -4,6 +4,8 @@
 
 use std::ops::Range;
 
+use ftcoll_algos::protocol::Detail;
+use ftcoll_algos::rdb::RdbKind;
 use ftcoll_algos::rhd::RhdSchedule;
 use ftcoll_algos::ring::{self, KIND_ALLGATHER, KIND_REDUCE_SCATTER};
 use ftcoll_algos::{Algorithm, Rank};
@@ -38,6 +40,14 @@ pub(crate) trait StepSchedule {
 
     /// What this rank takes at `step` of a segment of `len` elements.
     fn take(&self, step: u32, len: usize) -> Option<Take>;
+
+    /// What the console shows of a rank whose segments are at `step` on average.
+    fn detail(&self, step: u32) -> Detail {
+        Detail::Ring {
+            steps_done: step,
+            steps_total: self.steps(),
+        }
+    }
 }
 
 /// The ring: N − 1 steps of reduce-scatter, N − 1 of allgather, each sending one block of N to
@@ -131,5 +141,114 @@ impl StepSchedule for RhdSteps {
             kind,
             combine,
         })
+    }
+}
+
+/// Recursive doubling (000 Alg. 1): log2 p exchanges of the whole segment with the rank whose
+/// number differs in one bit, the ranks beyond the largest power of two p folded into a
+/// neighbour first and sent the result last (see `ftcoll_algos::rdb`).
+pub(crate) struct RdbSteps {
+    /// The neighbour this rank folds into (an even rank below 2(N − p)), or folds in.
+    fold: Option<(Rank, bool)>,
+    /// Its number in the power-of-two schedule, if it takes part.
+    vrank: Option<u32>,
+    levels: u32,
+    extras: u32,
+}
+
+impl RdbSteps {
+    fn real(&self, vrank: u32) -> Rank {
+        if vrank < self.extras {
+            Rank(2 * vrank + 1)
+        } else {
+            Rank(vrank + self.extras)
+        }
+    }
+
+    /// The exchange partner at `step` (1 ..= log2 p), if this rank exchanges.
+    fn partner(&self, step: u32) -> Option<Rank> {
+        let vrank = self.vrank?;
+        (1..=self.levels)
+            .contains(&step)
+            .then(|| self.real(vrank ^ (1 << (step - 1))))
+    }
+}
+
+impl StepSchedule for RdbSteps {
+    const ALGORITHM: Algorithm = Algorithm::Rdb;
+
+    fn of(rank: Rank, size: u32) -> Self {
+        let size = size.max(1);
+        let pow2 = 1u32 << (31 - size.leading_zeros());
+        let extras = size - pow2;
+        let r = rank.0;
+        let (fold, vrank) = if r < 2 * extras && r.is_multiple_of(2) {
+            (Some((Rank(r + 1), true)), None)
+        } else if r < 2 * extras {
+            (Some((Rank(r - 1), false)), Some(r / 2))
+        } else {
+            (None, Some(r - extras))
+        };
+        RdbSteps {
+            fold,
+            vrank,
+            levels: pow2.trailing_zeros(),
+            extras,
+        }
+    }
+
+    fn steps(&self) -> u32 {
+        self.levels + 2
+    }
+
+    fn send(&self, step: u32, len: usize) -> Option<(Rank, Range<usize>, u8)> {
+        let last = self.levels + 1;
+        match (self.fold, step) {
+            (Some((keeper, true)), 0) => Some((keeper, 0..len, RdbKind::Fold as u8)),
+            (Some((folded, false)), s) if s == last => {
+                Some((folded, 0..len, RdbKind::Result as u8))
+            }
+            _ => self
+                .partner(step)
+                .map(|to| (to, 0..len, RdbKind::Exchange as u8)),
+        }
+    }
+
+    fn detail(&self, step: u32) -> Detail {
+        // Inputs in the local value once `step` steps are done: the fold's two, then those of
+        // the 2^k schedule ranks of its block after k exchanges (each folded one counting
+        // twice); a folded rank holds its own until the result comes.
+        let contributions = match (self.vrank, step) {
+            (_, s) if s >= self.steps() => u64::from((1u32 << self.levels) + self.extras),
+            (None, _) => 1,
+            (Some(vrank), s) => {
+                let block = 1u32 << s.saturating_sub(1).min(self.levels);
+                let first = vrank / block * block;
+                let folded = self.extras.saturating_sub(first).min(block);
+                u64::from(if s == 0 { 1 } else { block + folded })
+            }
+        };
+        Detail::RecursiveDoubling {
+            steps_done: step,
+            steps_total: self.steps(),
+            contributions,
+        }
+    }
+
+    fn take(&self, step: u32, len: usize) -> Option<Take> {
+        let last = self.levels + 1;
+        let whole = |from, kind: RdbKind, combine| Take {
+            from,
+            range: 0..len,
+            kind: kind as u8,
+            combine,
+        };
+        match (self.fold, step) {
+            (Some((keeper, true)), s) if s == last => Some(whole(keeper, RdbKind::Result, false)),
+            (Some((folded, false)), 0) => Some(whole(folded, RdbKind::Fold, true)),
+            _ => self
+                .partner(step)
+                .map(|from| whole(from, RdbKind::Exchange, true)),
+        }
     }
 }

@@ -126,10 +126,16 @@ fn rhd_reduces_in_place_exactly_at_every_size_length_plan_and_order() {
 }
 
 #[test]
+fn rdb_reduces_in_place_exactly_at_every_size_length_plan_and_order() {
+    reduces_in_place_exactly::<RdbSteps>(79);
+}
+
+#[test]
 fn a_rank_with_another_length_gives_every_rank_the_typed_error() {
     a_mismatch_is_typed_everywhere::<RingSteps>(3);
     a_mismatch_is_typed_everywhere::<RhdSteps>(3);
     a_mismatch_is_typed_everywhere::<RhdSteps>(4);
+    a_mismatch_is_typed_everywhere::<RdbSteps>(5);
 }
 
 fn a_mismatch_is_typed_everywhere<S: StepSchedule>(size: u32) {
