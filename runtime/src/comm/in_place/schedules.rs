@@ -1,6 +1,8 @@
-//! Which blocks each step of an allreduce over the caller's vector sends and takes: the ring's
-//! and recursive halving and doubling's, the same schedules as their state machines in
-//! `ftcoll_algos` ([`ring::phase_blocks`], [`RhdSchedule`]), so the frames are the same too.
+//! Which blocks each step of an allreduce over the caller's vector sends and takes: the
+//! ring's, recursive halving and doubling's and recursive doubling's, the same schedules as
+//! their state machines in `ftcoll_algos` ([`ring::phase_blocks`], [`RhdSchedule`], the
+//! exact `RecursiveDoubling`), so the frames carry the same steps and kinds too (recursive
+//! doubling's header `aux`, its contribution count for the approximate variant, stays 0).
 
 use std::ops::Range;
 
