@@ -36,14 +36,22 @@ pub const RING_MIN_BYTES: usize = 8 << 10;
 /// recursive doubling's log2 N.
 pub const RING_MIN_BYTES_PER_RANK: usize = 1 << 10;
 
+/// The shared-memory threshold at two ranks, where recursive doubling is one exchange of the
+/// whole vector and the ring two of half: with both over the caller's vector, on the 2-core
+/// VM with a core per rank (`bench allreduce --algo rdb|ring --sizes 2 --repeat 3`, µs, rdb
+/// against ring), 8 KiB 2.51 against 3.26, 16 KiB 4.41 against 4.93, 32 KiB 6.66 against
+/// 7.49, then even: 64 KiB 11.07 against 11.11, 256 KiB 40.8 against 40.9.
+pub const RING_MIN_BYTES_PAIR: usize = 64 << 10;
+
 /// From how many bytes an allreduce over `size` ranks takes the ring: on shared memory
 /// [`RING_MIN_BYTES`], or [`RING_MIN_BYTES_PER_RANK`] times the ranks where that is more
-/// (16 KiB at 16 ranks); over a network [`RING_MIN_BYTES_NETWORK`].
+/// (16 KiB at 16 ranks), [`RING_MIN_BYTES_PAIR`] at two ranks; over a network
+/// [`RING_MIN_BYTES_NETWORK`].
 pub fn ring_min_bytes(size: u32, network: bool) -> usize {
-    if network {
-        RING_MIN_BYTES_NETWORK
-    } else {
-        RING_MIN_BYTES.max(size as usize * RING_MIN_BYTES_PER_RANK)
+    match (network, size) {
+        (true, _) => RING_MIN_BYTES_NETWORK,
+        (false, 2) => RING_MIN_BYTES_PAIR,
+        (false, _) => RING_MIN_BYTES.max(size as usize * RING_MIN_BYTES_PER_RANK),
     }
 }
 

@@ -27,7 +27,7 @@
 //! | `FTCOLL_SMALL_ALLREDUCE` | `auto`, `rdb` or `direct`: the small allreduce ([`SmallAllreduce`]) |
 //! | `FTCOLL_LARGE_ALLREDUCE` | `auto`, `ring` or `rhd`: the allreduce from the ring's threshold on ([`LargeAllreduce`]) |
 //! | `FTCOLL_SEGMENT_BYTES` | largest segment of a user vector one frame carries, in bytes (default: what the transport's frames hold) |
-//! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default: 8192 on shared memory up to 8 ranks, 1024 per rank above; 65536 over a network) |
+//! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default: 65536 on shared memory at 2 ranks, 8192 up to 8, 1024 per rank above; 65536 over a network) |
 //! | `FTCOLL_SINGLE_COPY` | `auto` (default) or `off`: on shared memory, the ring allreduce reads each block straight from the neighbour's vector (`process_vm_readv`) where the kernel allows it; `off` moves blocks through the shared segment |
 //! | `FTCOLL_SHARED_HEAP` | `auto` (default) or `off`: with the single copy on, a program whose global allocator is `SharedHeap` puts vectors from 1 MiB in memory files its peers map once and read with plain loads; `off` keeps them private (read by `process_vm_readv`) |
 //! | `FTCOLL_SINGLE_COPY_MIN_BYTES` | vectors from this many bytes on take the single-copy ring (default 1 MiB) |

@@ -300,7 +300,8 @@ fn the_ring_takes_vectors_from_the_measured_thresholds() {
 
 #[test]
 fn the_shared_memory_threshold_grows_past_eight_ranks() {
-    assert_eq!(ring_min_bytes(2, false), 8 << 10);
+    assert_eq!(ring_min_bytes(2, false), 64 << 10);
+    assert_eq!(ring_min_bytes(3, false), 8 << 10);
     assert_eq!(ring_min_bytes(8, false), 8 << 10);
     assert_eq!(ring_min_bytes(16, false), 16 << 10);
     assert_eq!(ring_min_bytes(64, false), 64 << 10);
