@@ -13,7 +13,7 @@ use ftcoll_algos::ring::{prefer_ring, ring_min_bytes};
 use ftcoll_algos::values::Element;
 use ftcoll_algos::{Algorithm, OpId, Rank, ReduceOp};
 
-use super::in_place::{VectorRdb, VectorRhd, VectorRing};
+use super::in_place::{InPlace, RdbSteps, RhdSteps, RingSteps, StepSchedule};
 use super::run::{whole_vector_trailer_bytes, Slack};
 use super::{CommError, Communicator};
 use crate::env::{LargeAllreduce, SmallAllreduce};
@@ -131,10 +131,7 @@ impl Communicator {
         // shell's copies in and out, its segment buffers and its per-call bookkeeping cost
         // 0.57-0.61 us of an 8-byte allreduce at n = 2 on the 2-core VM; this takes 0.41-0.43
         // (Open MPI 0.48-0.51 in the same runs).
-        let mut protocol = VectorRdb::new((shell.rank, shell.size, shell.op, op), shell.plan, data);
-        let ended = self.execute(&mut protocol, ftcoll_algos::ValuesRef::Empty)?;
-        let (outcome, _) = self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})?;
-        Ok(outcome)
+        self.run_in_place::<T, RdbSteps>(&shell, shell.plan, data, op)
     }
 
     /// Approximate recursive doubling (000 Sec. 6.3, ARDB) of `data` in place: the first
@@ -185,10 +182,7 @@ impl Communicator {
         };
         // The blocks go out of and come into the caller's vector itself: no copy of it in
         // or out (see `in_place`).
-        let mut protocol = VectorRing::new((shell.rank, shell.size, shell.op, op), plan, data);
-        let ended = self.execute(&mut protocol, ftcoll_algos::ValuesRef::Empty)?;
-        let (outcome, _) = self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})?;
-        Ok(outcome)
+        self.run_in_place::<T, RingSteps>(&shell, plan, data, op)
     }
 
     /// Allreduce of `data` in place by recursive halving and doubling (Rabenseifner), whatever
@@ -208,7 +202,18 @@ impl Communicator {
             ..shell.plan
         };
         // Blocks go out of and come into the caller's vector itself (see `in_place`).
-        let mut protocol = VectorRhd::new((shell.rank, shell.size, shell.op, op), plan, data);
+        self.run_in_place::<T, RhdSteps>(&shell, plan, data, op)
+    }
+
+    /// Runs schedule `S` over the caller's `data` in segments of `plan` (see `in_place`).
+    fn run_in_place<T: Element, S: StepSchedule>(
+        &mut self,
+        shell: &ShellConfig,
+        plan: SegmentPlan,
+        data: &mut [T],
+        op: ReduceOp,
+    ) -> Result<Outcome, CommError> {
+        let mut protocol = InPlace::<T, S>::new((shell.rank, shell.size, shell.op, op), plan, data);
         let ended = self.execute(&mut protocol, ftcoll_algos::ValuesRef::Empty)?;
         let (outcome, _) = self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})?;
         Ok(outcome)

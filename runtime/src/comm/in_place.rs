@@ -70,13 +70,6 @@ pub(crate) struct InPlace<'a, T: Element, S: StepSchedule> {
     counters: Counters,
 }
 
-/// The ring allreduce in place.
-pub(crate) type VectorRing<'a, T> = InPlace<'a, T, RingSteps>;
-/// Recursive halving and doubling in place.
-pub(crate) type VectorRhd<'a, T> = InPlace<'a, T, RhdSteps>;
-/// Recursive doubling in place.
-pub(crate) type VectorRdb<'a, T> = InPlace<'a, T, RdbSteps>;
-
 impl<'a, T: Element, S: StepSchedule> InPlace<'a, T, S> {
     /// Rank `rank` of `size`, operation `op`, reducing `data` with `reduce` in segments of
     /// `plan`.

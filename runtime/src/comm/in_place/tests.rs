@@ -168,7 +168,8 @@ fn a_failed_peer_aborts_and_a_flip_reaches_the_callers_vector() {
         segment_elems: 4,
         window: 1,
     };
-    let mut ring = VectorRing::new((Rank(0), 3, OpId(1), ReduceOp::Sum), plan, &mut data);
+    let mut ring =
+        InPlace::<f64, RingSteps>::new((Rank(0), 3, OpId(1), ReduceOp::Sum), plan, &mut data);
     let mut out = Outbox::new();
     let flip = LocalFault::FlipBit {
         var: StateVar::Value { elem: 7 },
