@@ -207,6 +207,82 @@ fn long_vectors_over_ucx_tcp() {
     });
 }
 
+/// The single copy over UCX: each rank's ring reads its blocks out of its left neighbour's
+/// registered vector, so only the ring's notices travel as messages. UCX emulates the reads
+/// over TCP here, slower than its messages, so the test asks for them.
+#[cfg(feature = "ucx")]
+#[test]
+fn the_ring_reads_the_neighbours_vectors_over_ucx() {
+    let _job = common::serialize();
+    let env = [("UCX_TLS", "tcp"), ("FTCOLL_SINGLE_COPY", "on")];
+    for (dtype, place) in [
+        ("f64", "--algo"),
+        ("i32", "--algo"),
+        ("u64", "--out-of-place"),
+    ] {
+        // 3 MiB blocks of f64 (1.5 of i32) at n = 4: several reads of the reader's 1 MiB.
+        let mut args = vec![
+            "-n",
+            "4",
+            "--input",
+            "int",
+            "--len",
+            "3145728",
+            "--ops",
+            "2",
+            "--no-tui",
+            "--transport",
+            "ucx",
+            "--algo",
+            "ring",
+            "--dtype",
+            dtype,
+        ];
+        if place == "--out-of-place" {
+            args.push(place);
+        }
+        let what = format!("ucx/tcp single-copy ring {dtype} {place}");
+        let json = run(&args, &env, &what);
+        assert_eq!(json["exact"], true, "{what}: {json}");
+        assert_eq!(json["consistent"], true, "{what}: {json}");
+        assert_eq!(json["ops_ok_all_ranks"], 2, "{what}: {json}");
+        // 2N - 1 notices per rank and operation: no block moved in a message.
+        assert_eq!(json["messages"], 2 * 4 * 7, "{what}: {json}");
+    }
+    // A rank killed inside the operation: the ring is not fault tolerant, so every survivor
+    // ends with an error, never a result read out of a vector taken back.
+    let args = [
+        "-n",
+        "4",
+        "--input",
+        "int",
+        "--len",
+        "3145728",
+        "--ops",
+        "3",
+        "--no-tui",
+        "--transport",
+        "ucx",
+        "--algo",
+        "ring",
+        "--fault",
+        "kill:rank=2,op=1,at=2ms",
+    ];
+    let out = common::launcher()
+        .args(args)
+        .envs(env)
+        .args(["--timeout-s", "120"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a killed rank's job succeeded: {stderr}"
+    );
+    assert!(stderr.contains("ranks [2] failed"), "{stderr}");
+    assert!(stderr.contains("the job failed"), "{stderr}");
+}
+
 #[cfg(feature = "ofi")]
 #[test]
 fn long_vectors_over_libfabric_tcp() {

@@ -28,7 +28,7 @@
 //! | `FTCOLL_LARGE_ALLREDUCE` | `auto`, `ring` or `rhd`: the allreduce from the ring's threshold on ([`LargeAllreduce`]) |
 //! | `FTCOLL_SEGMENT_BYTES` | largest segment of a user vector one frame carries, in bytes (default: what the transport's frames hold) |
 //! | `FTCOLL_RING_MIN_BYTES` | vectors from this many bytes on take the ring allreduce in `Communicator::allreduce` (default: 65536 on shared memory at 2 ranks, 8192 up to 8, 1024 per rank above; 65536 over a network) |
-//! | `FTCOLL_SINGLE_COPY` | `auto` (default) or `off`: on shared memory, the ring allreduce reads each block straight from the neighbour's vector (`process_vm_readv`) where the kernel allows it; `off` moves blocks through the shared segment |
+//! | `FTCOLL_SINGLE_COPY` | `auto` (default), `on` or `off` ([`SingleCopy`]): whether the ring allreduce reads each block straight from the neighbour's vector: on shared memory by cross-memory attach where the kernel allows it, over UCX by remote reads where an RDMA device serves them (`on`: also where UCX emulates them over TCP); `off` moves blocks in messages |
 //! | `FTCOLL_SHARED_HEAP` | `auto` (default) or `off`: with the single copy on, a program whose global allocator is `SharedHeap` puts vectors from 1 MiB in memory files its peers map once and read with plain loads; `off` keeps them private (read by `process_vm_readv`) |
 //! | `FTCOLL_SINGLE_COPY_MIN_BYTES` | vectors from this many bytes on take the single-copy ring (default 1 MiB) |
 //! | `FTCOLL_SEGMENT_WINDOW` | segments a rank starts before the first completes (default 8) |
@@ -89,9 +89,8 @@ pub struct RankEnv {
     /// `FTCOLL_RING_MIN_BYTES`: from how many bytes the allreduce takes the ring (unset:
     /// [`ftcoll_algos::ring::ring_min_bytes`]).
     pub ring_min_bytes: Option<usize>,
-    /// `FTCOLL_SINGLE_COPY`: whether the ring allreduce may read peers' vectors directly on
-    /// shared memory (`auto`, the default), or not (`off`).
-    pub single_copy: bool,
+    /// `FTCOLL_SINGLE_COPY`: whether the ring allreduce may read peers' vectors directly.
+    pub single_copy: SingleCopy,
     /// `FTCOLL_SHARED_HEAP`: whether a single-copy rank turns its shared heap on (`auto`, the
     /// default), or not (`off`).
     pub shared_heap: bool,
@@ -103,6 +102,20 @@ pub struct RankEnv {
 /// Segments a rank starts before the first completes on shared memory, unless
 /// `FTCOLL_SEGMENT_WINDOW` says.
 pub const DEFAULT_SEGMENT_WINDOW: u32 = 8;
+
+/// Whether the ring allreduce reads its neighbour's vector directly (`FTCOLL_SINGLE_COPY`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SingleCopy {
+    /// Where it measured faster: on shared memory by cross-memory attach (where the kernel
+    /// allows it), over a network by remote reads an RDMA device serves.
+    #[default]
+    Auto,
+    /// Also where the transport only emulates remote reads (UCX over TCP), which moves each
+    /// byte slower than its messages do: for tests and comparisons.
+    On,
+    /// Never: blocks move in messages.
+    Off,
+}
 
 /// Which algorithm `Communicator::allreduce` runs for small vectors and groups.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -303,10 +316,15 @@ impl RankEnv {
                 None => None,
             },
             single_copy: match lookup("FTCOLL_SINGLE_COPY").as_deref() {
-                None | Some("auto") => true,
-                Some("off") => false,
+                None | Some("auto") => SingleCopy::Auto,
+                Some("on") => SingleCopy::On,
+                Some("off") => SingleCopy::Off,
                 Some(other) => {
-                    return Err(invalid("FTCOLL_SINGLE_COPY", other, "expected auto or off"))
+                    return Err(invalid(
+                        "FTCOLL_SINGLE_COPY",
+                        other,
+                        "expected auto, on or off",
+                    ))
                 }
             },
             shared_heap: match lookup("FTCOLL_SHARED_HEAP").as_deref() {

@@ -6,11 +6,13 @@ use ftcoll_algos::Rank;
 
 #[cfg(feature = "ofi")]
 use super::ofi::OfiTransport;
+use super::remote::{ExposedMemory, Exposure, RemoteReader, RemoteReads};
 use super::shm::ShmTransport;
 use super::tcp::TcpTransport;
 #[cfg(feature = "ucx")]
 use super::ucx::UcxTransport;
 use super::{RegisteredBuffer, Transport, TransportError, TransportKind, Waker};
+use std::sync::Arc;
 
 /// One of the compiled-in transports, dispatched statically.
 pub enum Backend {
@@ -62,6 +64,28 @@ impl Transport for Backend {
         len: usize,
     ) -> Result<(), TransportError> {
         each!(self, t => t.send_registered(to, buffer, len))
+    }
+    fn remote_reads(&self) -> RemoteReads {
+        each!(self, t => t.remote_reads())
+    }
+    fn expose(
+        &mut self,
+        memory: ExposedMemory,
+        identity: Option<u64>,
+    ) -> Result<Option<Arc<Exposure>>, TransportError> {
+        each!(self, t => t.expose(memory, identity))
+    }
+    fn forget_exposures(&mut self, live: &mut dyn FnMut(u64) -> bool) {
+        each!(self, t => t.forget_exposures(live))
+    }
+    fn exposure_counts(&self) -> (u64, u64) {
+        each!(self, t => t.exposure_counts())
+    }
+    fn remote_reader(
+        &mut self,
+        peer: Rank,
+    ) -> Result<Option<Box<dyn RemoteReader>>, TransportError> {
+        each!(self, t => t.remote_reader(peer))
     }
     fn progress(&mut self) -> Result<usize, TransportError> {
         each!(self, t => t.progress())

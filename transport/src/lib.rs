@@ -16,6 +16,7 @@ pub mod huge_pages;
 #[cfg(feature = "ofi")]
 pub mod ofi;
 pub mod open;
+pub mod remote;
 pub mod shm;
 pub mod stream_copy;
 pub mod tcp;
@@ -30,6 +31,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ftcoll_algos::Rank;
+
+use remote::{ExposedMemory, Exposure, RemoteReader, RemoteReads};
 
 /// Largest frame a network backend (TCP, UCX, libfabric) carries: a header and the largest
 /// payload of the wire format.
@@ -412,6 +415,47 @@ pub trait Transport {
     ) -> Result<(), TransportError> {
         let frame = buffer.prefix(len)?;
         self.send(to, frame)
+    }
+
+    /// How this transport serves remote reads (see [`remote`]).
+    fn remote_reads(&self) -> RemoteReads {
+        RemoteReads::Unsupported
+    }
+
+    /// Registers `memory` for peers' reads and returns the key that names it, or `None` where
+    /// the transport has no remote reads. With an `identity`, the registration is kept under
+    /// it and returned again for the same memory (see [`remote::ExposureCache`]).
+    ///
+    /// The caller keeps the memory allocated while any peer may read it through the key,
+    /// cached or not, and never lets one identity name memory that was freed while the
+    /// registration was kept ([`Transport::forget_exposures`] drops them first).
+    fn expose(
+        &mut self,
+        memory: ExposedMemory,
+        identity: Option<u64>,
+    ) -> Result<Option<Arc<Exposure>>, TransportError> {
+        let _ = (memory, identity);
+        Ok(None)
+    }
+
+    /// Drops the kept registrations whose identities `live` no longer vouches for.
+    fn forget_exposures(&mut self, live: &mut dyn FnMut(u64) -> bool) {
+        let _ = live;
+    }
+
+    /// (hits, misses) of the kept registrations so far.
+    fn exposure_counts(&self) -> (u64, u64) {
+        (0, 0)
+    }
+
+    /// A reader of `peer`'s exposed memory, or `None` where the transport has no remote reads
+    /// (or the peer is this rank, or failed).
+    fn remote_reader(
+        &mut self,
+        peer: Rank,
+    ) -> Result<Option<Box<dyn RemoteReader>>, TransportError> {
+        let _ = peer;
+        Ok(None)
     }
 
     /// Pushes queued sends along; returns how many frames are still queued.

@@ -329,19 +329,26 @@ impl Communicator {
         self.run_collective(shell, make, data)
     }
 
-    /// This rank as the collectives number it: its index among the members (after a shrink,
-    /// the executor maps member indices to world ranks).
-    /// Whether a ring over `bytes` per rank reads its neighbour's vector directly: shared
-    /// memory with cross-memory attach, from the threshold on. After a shrink the ring's
-    /// neighbours are members, not the transport's ranks; the copying path maps them.
+    /// Whether a ring over `bytes` per rank reads its neighbour's vector directly, from the
+    /// threshold on: by cross-memory attach on shared memory, by remote reads over a network
+    /// that has them (see [`crate::env::SingleCopy`]). After a shrink the ring's neighbours
+    /// are members, not the transport's ranks; the copying path maps them.
     pub(crate) fn single_copy_for(&self, bytes: usize) -> bool {
         let from = self
             .env
             .single_copy_min_bytes
             .unwrap_or(ftcoll_algos::ring::reads::SINGLE_COPY_MIN_BYTES);
-        self.single_copy && self.members.is_none() && bytes >= from
+        (self.single_copy || self.remote_reads) && self.members.is_none() && bytes >= from
     }
 
+    /// [`Communicator::single_copy_for`] by cross-memory attach (shared memory): the only
+    /// single copy the fault-tolerant ring's attempts take.
+    pub(crate) fn cross_memory_for(&self, bytes: usize) -> bool {
+        self.single_copy && self.single_copy_for(bytes)
+    }
+
+    /// This rank as the collectives number it: its index among the members (after a shrink,
+    /// the executor maps member indices to world ranks).
     pub(crate) fn me(&self) -> Rank {
         Rank(self.rank())
     }

@@ -112,8 +112,9 @@ pub enum CommError {
     #[error("{0}")]
     Config(String),
 
-    /// The single-copy ring gave up (the kernel refused a read, or a notice came corrupted).
-    #[error("{reason}; set FTCOLL_SINGLE_COPY=off to move vectors through the shared segment")]
+    /// The single-copy ring gave up (the kernel refused a read, a remote read failed, or a
+    /// notice came corrupted).
+    #[error("{reason}; set FTCOLL_SINGLE_COPY=off to move vectors in messages instead")]
     SingleCopy {
         /// What happened.
         reason: super::SingleCopyFailure,

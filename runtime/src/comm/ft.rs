@@ -8,7 +8,7 @@ use ftcoll_algos::{Algorithm, Duration, Rank, ReduceOp, ValuesRef};
 
 use super::collectives::{CorrectedOptions, Outcome};
 use super::run::{whole_vector_trailer_bytes, Slack};
-use super::single_copy::SingleCopyRing;
+use super::single_copy::{CrossMemorySource, SingleCopyRing};
 use super::typed::same_len;
 use super::{CommError, Communicator};
 
@@ -33,7 +33,7 @@ impl Communicator {
         op: ReduceOp,
     ) -> Result<Outcome, CommError> {
         let config = self.ft_ring_config::<T>(op, Algorithm::FtRing, Slack::NONE)?;
-        if self.single_copy_for(std::mem::size_of_val(data)) {
+        if self.cross_memory_for(std::mem::size_of_val(data)) {
             return self.ft_allreduce_single_copy(None, data, config);
         }
         self.ft_allreduce_copying(data, config)
@@ -52,7 +52,7 @@ impl Communicator {
     ) -> Result<Outcome, CommError> {
         same_len(input, output)?;
         let config = self.ft_ring_config::<T>(op, Algorithm::FtRing, Slack::NONE)?;
-        if self.single_copy_for(std::mem::size_of_val(input)) {
+        if self.cross_memory_for(std::mem::size_of_val(input)) {
             return self.ft_allreduce_single_copy(Some(input), output, config);
         }
         output.copy_from_slice(input);
@@ -166,7 +166,7 @@ impl Communicator {
         let ring = SingleCopyRing::new(
             (config.rank, config.size, config.op_id, config.op),
             (input, data),
-            (&mut scratch, Some(&mut saved)),
+            (CrossMemorySource::new(&mut scratch), Some(&mut saved)),
             std::sync::Arc::clone(&self.lent),
         );
         let mut protocol = FtRing::with_ring(config, ring);

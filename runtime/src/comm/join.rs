@@ -11,10 +11,11 @@ use ftcoll_algos::Rank;
 
 use super::{CommError, Communicator};
 use crate::control::client::ControlClient;
-use crate::env::{EnvError, RankEnv};
+use crate::env::{EnvError, RankEnv, SingleCopy};
 use crate::exec::Endpoint;
 use crate::rank_faults::RankFaults;
 use crate::transport::backend::Backend;
+use crate::transport::remote::RemoteReads;
 use crate::transport::shm::segment::Segment;
 use crate::transport::shm::ShmTransport;
 use crate::transport::{Transport, TransportError, TransportKind};
@@ -106,13 +107,21 @@ impl Communicator {
         let start_delay = faults.start_delay();
         let max_frame = transport.max_frame_bytes();
         // Single-copy reads need every rank's consent under Yama, given before any peer reads.
-        let single_copy = env.single_copy
+        let single_copy = env.single_copy != SingleCopy::Off
             && env.transport == TransportKind::Shm
             && crate::transport::shm::cross_memory::available();
+        let remote_reads = match (env.single_copy, transport.remote_reads()) {
+            (_, RemoteReads::Unsupported) | (SingleCopy::Off, _) => false,
+            (SingleCopy::On, _) | (SingleCopy::Auto, RemoteReads::Native) => true,
+            (SingleCopy::Auto, RemoteReads::Emulated) => false,
+        };
         if single_copy {
             crate::transport::shm::cross_memory::offer_memory();
-            // Vectors allocated from now on are mappable (where the program's allocator is
-            // the shared heap): the job's and the application's, allocated after joining.
+        }
+        if single_copy || remote_reads {
+            // Vectors allocated from now on are mappable and keep their registrations (where
+            // the program's allocator is the shared heap): the job's and the application's,
+            // allocated after joining.
             crate::transport::shm::shared_heap::enable(env.shared_heap);
         }
         let mut endpoint = Endpoint::new(transport, Arc::clone(&control), Rank(env.rank), faults);
@@ -148,6 +157,7 @@ impl Communicator {
             placement,
             era_topology,
             single_copy,
+            remote_reads,
             read_scratch: Default::default(),
             lent: Arc::default(),
             ft_saved: Vec::new(),

@@ -79,6 +79,9 @@ pub struct Communicator {
     /// Whether the ring allreduce reads peers' vectors directly (shared memory, cross-memory
     /// attach available, not switched off).
     single_copy: bool,
+    /// Whether it reads them by remote reads instead (a network transport with RMA in
+    /// hardware, or asked for with `FTCOLL_SINGLE_COPY=on`).
+    remote_reads: bool,
     /// The single-copy ring's staging and mappings of peers' vectors, kept from call to call.
     read_scratch: single_copy::ReadScratch,
     /// The single-copy ring's lent word: the operation and attempt while this rank's vector is

@@ -1,12 +1,14 @@
-//! The single-copy ring allreduce on one node: the ring's schedule
-//! ([`ftcoll_algos::ring::reads`]) over the user's own vector, each block read straight out of
-//! the left neighbour's vector by cross-memory attach
-//! ([`crate::transport::shm::cross_memory`]). Only small notices travel through the shared
-//! segment; a byte of the vector crosses memory once per step, with no staging copy in or out.
+//! The single-copy ring allreduce: the ring's schedule ([`ftcoll_algos::ring::reads`]) over
+//! the user's own vector, each block read straight out of the left neighbour's vector. On one
+//! node the reads are cross-memory attach or plain loads of a mapped shared-heap vector
+//! ([`CrossMemorySource`]): a byte of the vector crosses memory once per step, with no
+//! staging copy in or out. Over a network with remote reads ([`RemoteSource`], UCX) a block
+//! crosses the network once into the reader's buffer and is combined or copied from there:
+//! the owner never copies its vector into send buffers. Only small notices travel as frames.
 //!
-//! This adapter is the I/O half: it performs the reads the schedule asks for and turns its
-//! notices into frames, so that the executor runs it like any protocol (failure notices,
-//! frames held for later operations, the operation's time limit). Like the ring it is not
+//! This adapter is the I/O half: it performs the reads the schedule asks for (through its
+//! [`BlockSource`]) and turns its notices into frames, so that the executor runs it like any
+//! protocol (failure notices, frames held for later operations, the operation's time limit). Like the ring it is not
 //! fault tolerant: a failed peer aborts the operation at every rank.
 //!
 //! **Lending the vector.** A rank lends its vector to its right neighbour for the operation,
@@ -17,7 +19,14 @@
 //! attempt while its vector is lent and 0 otherwise, cleared the moment it gives up. A reader
 //! checks the word after each block it reads: a block read while the owner had taken its
 //! vector back is dropped, never combined into a result, and the reader ends with the cause
-//! that made the owner give up.
+//! that made the owner give up. Over a network the word is exposed like the vector and read
+//! by a remote read after each block's reads complete, so the word's read comes after the
+//! block's at the owner. A rank's vector is registered for the call only (unless it lives in
+//! the shared heap, see [`run`]): with an RDMA device a read that comes after the owner gave
+//! up fails on the deregistered memory; UCX's emulation over TCP serves it from whatever the
+//! owner's memory holds at that address, a read the lent word then discards, but one that
+//! faults if the application has unmapped it meanwhile. That, and its speed, are why the
+//! emulated reads are taken only when asked for (`FTCOLL_SINGLE_COPY=on`).
 //!
 //! **Out of place.** With an input apart from the output, a rank lends both: the first step
 //! of the reduce-scatter reads a block its left neighbour has not touched yet, which is its
@@ -30,7 +39,8 @@
 //! and every attempt after the first starts by writing it back into the vector; out of place
 //! the input is intact and every attempt rewrites the whole output, so nothing is kept. The
 //! attempt is part of the lent word, so a block that a reader of an abandoned attempt reads
-//! while its owner has started the next one is dropped like any withdrawn block.
+//! while its owner has started the next one is dropped like any withdrawn block. Those
+//! attempts take the single copy on one node only.
 
 use ftcoll_algos::ftring::AttemptRing;
 use ftcoll_algos::protocol::ShellConfig;
@@ -43,17 +53,20 @@ use ftcoll_algos::values::{divide_floats, Dtype, Element};
 use ftcoll_algos::wire::{Frame, FrameError, Stamp};
 use ftcoll_algos::{Algorithm, FrameHeader, OpId, Rank, ReduceOp, Time, ValuesRef};
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use self::notice::ReadyNotice;
 use super::in_place::announce_mismatch;
 use super::saved_input::SavedInput;
-use crate::transport::shm::cross_memory::{self, CrossMemoryError, PeerRegion};
-use crate::transport::shm::peer_map::PeerMappings;
-use crate::transport::shm::shared_heap::{self, SharedSpan};
 
+mod cross_memory;
 mod notice;
+mod remote;
+mod run;
+
+pub(crate) use cross_memory::{CrossMemorySource, ReadScratch};
+pub(crate) use remote::{OwnExposures, RemoteSource};
 
 /// Elements combined per read in the reduce-scatter: the bounce buffer they pass through stays
 /// in the core's cache (256 KiB), so a combined byte crosses memory once.
@@ -67,6 +80,8 @@ pub enum SingleCopyFailure {
     /// A notice's region was not what the schedule reads (corrupted in flight), or a read
     /// fell outside the peer's memory.
     CorruptNotice,
+    /// A remote read over the network failed while its owner still lent the vector.
+    RemoteRead,
     /// Another rank gave up for one of these reasons and said so.
     PeerGaveUp,
 }
@@ -76,51 +91,98 @@ impl std::fmt::Display for SingleCopyFailure {
         f.write_str(match self {
             SingleCopyFailure::Refused => "the kernel refused a single-copy read between ranks",
             SingleCopyFailure::CorruptNotice => "a single-copy notice arrived corrupted",
+            SingleCopyFailure::RemoteRead => "a remote read of a neighbour's vector failed",
             SingleCopyFailure::PeerGaveUp => "another rank's single-copy read failed",
         })
     }
 }
 
 /// Why a read does not count.
-enum ReadEnd {
-    /// The owner took its vector back during the read, or is gone.
+pub(crate) enum ReadEnd {
+    /// The owner took its vector back during the read, or is gone: the cause (its notice, or
+    /// the failure notice after the fence) ends the operation.
     Withdrawn,
-    /// The read failed while the vector was still lent.
-    Failed(CrossMemoryError),
+    /// The read failed while the vector was still lent: this rank gives up, and says so.
+    GiveUp(SingleCopyFailure),
 }
 
-use ReadEnd::{Failed, Withdrawn};
-
-/// Where the left neighbour's vectors and lent word lie, from its first notice.
-#[derive(Clone, Copy, Debug)]
-struct LeftRegions {
-    /// Its input (the output itself when it reduces in place).
-    input: PeerRegion,
-    output: PeerRegion,
-    lent_word: PeerRegion,
-    /// The input's and output's memory files, where they are mapped here (read by plain
-    /// loads; without one, by cross-memory attach).
-    input_span: Option<SharedSpan>,
-    output_span: Option<SharedSpan>,
+/// Where this rank's vectors and lent word lie (addresses in this process).
+pub(crate) struct OwnVectors {
+    pub(crate) output_addr: u64,
+    pub(crate) output_bytes: u64,
+    /// The output's address when in place.
+    pub(crate) input_addr: u64,
+    pub(crate) lent_word: u64,
 }
 
-/// What the single-copy ring keeps from call to call: cache-sized staging for combined
-/// cross-memory reads, and the mappings of peers' shared vectors.
-#[derive(Debug, Default)]
-pub(crate) struct ReadScratch {
-    bounce: Vec<u64>,
-    mappings: PeerMappings,
+/// Where a read's block goes: this rank's vectors, and how to combine.
+pub(crate) struct ReadTarget<'t, 'a, T> {
+    pub(crate) data: &'t mut [T],
+    pub(crate) input: Option<&'a [T]>,
+    pub(crate) saved: Option<&'t mut SavedInput<'a>>,
+    pub(crate) reduce: ReduceOp,
+}
+
+/// How the single-copy ring reaches its left neighbour's vector: by cross-memory attach on one
+/// node ([`CrossMemorySource`]), by remote reads over a network ([`RemoteSource`]).
+pub(crate) trait BlockSource {
+    /// The payload of a Ready notice naming this rank's vectors to its reader, for the
+    /// attempt `token`, from `from`, after `done` steps.
+    fn ready_notice(&self, own: &OwnVectors, expects: (u64, Rank, u32)) -> Vec<u64>;
+
+    /// Takes the left neighbour's Ready notice; `false` if it is not whole or not of a vector
+    /// of `bytes` bytes.
+    fn take_notice(&mut self, words: &[u64], expects: (u64, Rank, u32), bytes: u64) -> bool;
+
+    /// Reads elements `block` of the left neighbour's input (`first`) or output into the
+    /// same elements of `target`, combining or copying, then checks that the owner still
+    /// lends the vector (its lent word holds `token`).
+    fn read<T: Element>(
+        &mut self,
+        block: Range<usize>,
+        first_and_combine: (bool, bool),
+        target: ReadTarget<'_, '_, T>,
+        token: u64,
+    ) -> Result<(), ReadEnd>;
+
+    /// The left neighbour failed.
+    fn left_failed(&mut self);
+}
+
+/// Writes `got` into `part` (elements from `at`): copied, or combined with what `part` holds
+/// (in place) or with the input's elements (out of place). An error is a length mismatch,
+/// a bug rather than a result.
+fn place<T: Element>(
+    part: &mut [T],
+    got: &[T],
+    (at, input, combine, reduce): (usize, Option<&[T]>, bool, ReduceOp),
+) -> Result<(), ()> {
+    if !combine {
+        if part.len() != got.len() {
+            return Err(());
+        }
+        part.copy_from_slice(got);
+        return Ok(());
+    }
+    let combined = match input {
+        Some(input) => match input.get(at..at + got.len()) {
+            Some(acc) => T::combine_into(part, acc, got, reduce),
+            None => return Err(()),
+        },
+        None => T::combine(part, got, reduce),
+    };
+    combined.map_err(|_| ())
 }
 
 /// One rank's part in a single-copy ring allreduce into `data`.
-pub(crate) struct SingleCopyRing<'a, T: Element> {
+pub(crate) struct SingleCopyRing<'a, T: Element, S: BlockSource> {
     schedule: ReadRing,
     /// The output, which is also the input when `input` is `None` (in place).
     data: &'a mut [T],
     /// The input of an out-of-place operation, never written.
     input: Option<&'a [T]>,
-    /// Staging and mappings, kept by the communicator from call to call.
-    scratch: &'a mut ReadScratch,
+    /// How the left neighbour's blocks are read.
+    source: S,
     /// The input every attempt after the first starts from (the fault-tolerant ring only).
     saved: Option<SavedInput<'a>>,
     rank: Rank,
@@ -128,8 +190,6 @@ pub(crate) struct SingleCopyRing<'a, T: Element> {
     op: OpId,
     attempt: u32,
     reduce: ReduceOp,
-    /// Where the left neighbour's vectors lie, from its first notice.
-    left: Option<LeftRegions>,
     /// This rank's lent word (see the module docs), which peers read at its address.
     lent: Arc<AtomicU64>,
     phase: Phase,
@@ -138,14 +198,14 @@ pub(crate) struct SingleCopyRing<'a, T: Element> {
     counters: Counters,
 }
 
-impl<'a, T: Element> SingleCopyRing<'a, T> {
+impl<'a, T: Element, S: BlockSource> SingleCopyRing<'a, T, S> {
     /// Into `data` from `input`, or in place without one (same length: the caller checks).
     /// `saved` keeps an in-place input for attempts after the first; a plain allreduce, and
     /// one out of place, need none.
     pub(crate) fn new(
         (rank, size, op, reduce): (Rank, u32, OpId, ReduceOp),
         (input, data): (Option<&'a [T]>, &'a mut [T]),
-        (scratch, saved): (&'a mut ReadScratch, Option<&'a mut Vec<u64>>),
+        (source, saved): (S, Option<&'a mut Vec<u64>>),
         lent: Arc<AtomicU64>,
     ) -> Self {
         debug_assert!(input.is_none_or(|input| input.len() == data.len()));
@@ -153,14 +213,13 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             schedule: ReadRing::new(rank, size, data.len()),
             data,
             input,
-            scratch,
+            source,
             saved: saved.filter(|_| input.is_none()).map(SavedInput::new),
             rank,
             size,
             op,
             attempt: 0,
             reduce,
-            left: None,
             lent,
             phase: Phase::Idle,
             abort: None,
@@ -198,35 +257,14 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         FrameHeader::new(Algorithm::Ring, kind, self.op, self.rank, step)
     }
 
-    fn own_region(&self) -> PeerRegion {
-        PeerRegion {
-            pid: std::process::id(),
-            addr: self.data.as_ptr() as u64,
-            bytes: std::mem::size_of_val(self.data) as u64,
-        }
-    }
-
-    /// Where the input lies: the output's address when in place.
-    fn input_addr(&self) -> u64 {
-        self.input
-            .map_or(self.data.as_ptr() as u64, |input| input.as_ptr() as u64)
-    }
-
-    /// Where this rank's vectors lie, for its reader: by address, and by memory file where
-    /// they live in the shared heap.
-    fn ready_notice(&self) -> ReadyNotice {
-        let bytes = std::mem::size_of_val(self.data);
-        let output_span = shared_heap::lookup(self.data.as_ptr().cast(), bytes);
-        let input_span = match self.input {
-            Some(input) => shared_heap::lookup(input.as_ptr().cast(), bytes),
-            None => output_span,
-        };
-        ReadyNotice {
-            output: self.own_region(),
-            input_addr: self.input_addr(),
+    /// Where this rank's vectors lie, for its reader's notice.
+    fn own_vectors(&self) -> OwnVectors {
+        let output_addr = self.data.as_ptr() as u64;
+        OwnVectors {
+            output_addr,
+            output_bytes: std::mem::size_of_val(self.data) as u64,
+            input_addr: self.input.map_or(output_addr, |i| i.as_ptr() as u64),
             lent_word: self.lent_word(),
-            output_span,
-            input_span,
         }
     }
 
@@ -280,7 +318,8 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             }
             match self.schedule.next_action() {
                 Some(ReadAction::Ready { to, done }) => {
-                    let words = self.ready_notice().words(self.token(), self.rank, done);
+                    let expects = (self.token(), self.rank, done);
+                    let words = self.source.ready_notice(&self.own_vectors(), expects);
                     out.send(to, self.header(KIND_READY, done), ValuesRef::U64(&words));
                     self.counters.messages_sent += 1;
                 }
@@ -289,19 +328,20 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
                     self.counters.messages_sent += 1;
                 }
                 Some(ReadAction::Read { block, combine, .. }) => {
-                    let read = self.read(block, combine);
-                    match self.still_lent(read) {
+                    let first = self.schedule.done() == 0;
+                    let token = self.token();
+                    let target = ReadTarget {
+                        data: &mut *self.data,
+                        input: self.input,
+                        saved: self.saved.as_mut(),
+                        reduce: self.reduce,
+                    };
+                    match self.source.read(block, (first, combine), target, token) {
                         Ok(()) => self.schedule.read_done(),
                         // The left neighbour took its vector back (it gave up), or died: the
-                        // block is not counted, and the cause (its notice, or the failure
-                        // notice after the fence) ends the operation here.
-                        Err(Withdrawn) => return,
-                        Err(Failed(CrossMemoryError::Refused { .. })) => {
-                            return self.give_up(SingleCopyFailure::Refused, out)
-                        }
-                        Err(Failed(_)) => {
-                            return self.give_up(SingleCopyFailure::CorruptNotice, out)
-                        }
+                        // block is not counted, and the cause ends the operation here.
+                        Err(ReadEnd::Withdrawn) => return,
+                        Err(ReadEnd::GiveUp(failure)) => return self.give_up(failure, out),
                     }
                 }
                 None => break,
@@ -317,135 +357,6 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
             self.lent.store(0, Ordering::Release);
             self.phase = Phase::Done;
             out.emit(Event::Completed);
-        }
-    }
-
-    /// Reads elements `block` of the left neighbour's vector into the same elements here:
-    /// plain loads where its vector is mapped here, cross-memory reads otherwise.
-    fn read(
-        &mut self,
-        block: std::ops::Range<usize>,
-        combine: bool,
-    ) -> Result<(), CrossMemoryError> {
-        let elem = std::mem::size_of::<T>();
-        // The first step reads a block its owner has not reached: its input (see the module
-        // docs); every later step reads what the owner wrote into its output.
-        let first = self.schedule.done() == 0;
-        let Some((left, span)) = self.left.map(|l| match first {
-            true => (l.input, l.input_span),
-            false => (l.output, l.output_span),
-        }) else {
-            return Err(CrossMemoryError::OutOfRegion {
-                pid: 0,
-                offset: 0,
-                end: 0,
-                bytes: 0,
-            });
-        };
-        let offset = |i: usize| (i * elem) as u64;
-        let out_of_region = || CrossMemoryError::OutOfRegion {
-            pid: left.pid,
-            offset: offset(block.start),
-            end: offset(block.end),
-            bytes: left.bytes,
-        };
-        let Some(mine) = self.data.get_mut(block.clone()) else {
-            return Err(out_of_region());
-        };
-        let ReadScratch { bounce, mappings } = &mut *self.scratch;
-        let theirs: Option<&[T]> = match span {
-            Some(span) => {
-                let at = span.offset.saturating_add(offset(block.start));
-                let bytes = mappings
-                    .bytes(left.pid, span.serial, at, block.len() * elem)
-                    .ok_or_else(out_of_region)?;
-                Some(bytemuck::try_cast_slice(bytes).map_err(|_| out_of_region())?)
-            }
-            None => None,
-        };
-        // A fault-tolerant attempt keeps the input of what it writes first, part by part as
-        // the combine passes over it (see [`SavedInput`]), so that the read overwrites lines
-        // the save just brought into the cache.
-        let mut saved = self.saved.as_mut();
-        let chunk = (COMBINE_CHUNK_BYTES / elem).max(1);
-        if theirs.is_none() && combine {
-            bounce.resize(COMBINE_CHUNK_BYTES.div_ceil(8), 0);
-        }
-        let staging: &mut [T] = bytemuck::cast_slice_mut(&mut bounce[..]);
-        for (k, part) in mine.chunks_mut(chunk).enumerate() {
-            let at = block.start + k * chunk;
-            if let Some(saved) = saved.as_mut() {
-                saved.save(at, part);
-            }
-            let got: &[T] = match (theirs, combine) {
-                (Some(theirs), _) => &theirs[k * chunk..k * chunk + part.len()],
-                (None, false) => {
-                    cross_memory::read(&left, offset(at), bytemuck::cast_slice_mut(part))?;
-                    continue;
-                }
-                (None, true) => {
-                    let got = &mut staging[..part.len()];
-                    cross_memory::read(&left, offset(at), bytemuck::cast_slice_mut(got))?;
-                    got
-                }
-            };
-            if !combine {
-                part.copy_from_slice(got);
-                continue;
-            }
-            // Same type and length by construction; an error here is a bug, not a result.
-            let combined = match self.input {
-                Some(input) => T::combine_into(part, &input[at..at + got.len()], got, self.reduce),
-                None => T::combine(part, got, self.reduce),
-            };
-            if combined.is_err() {
-                return Err(out_of_region());
-            }
-        }
-        Ok(())
-    }
-
-    /// The left neighbour's vectors from its notice, mapping those in its shared heap (once:
-    /// the mappings are kept from call to call). A vector that cannot be mapped is read by
-    /// cross-memory attach, which reports a refusal of its own.
-    fn left_regions(&mut self, notice: &ReadyNotice) -> LeftRegions {
-        let pid = notice.output.pid;
-        let mut mapped = |span: Option<SharedSpan>| {
-            let span = span?;
-            match self.scratch.mappings.ensure(pid, &span) {
-                Ok(()) => Some(span),
-                Err(error) => {
-                    tracing::debug!(%error, "reading the left neighbour by cross-memory attach");
-                    None
-                }
-            }
-        };
-        let (output_span, input_span) = (mapped(notice.output_span), mapped(notice.input_span));
-        let at = |addr, bytes| PeerRegion { pid, addr, bytes };
-        LeftRegions {
-            input: at(notice.input_addr, notice.output.bytes),
-            output: notice.output,
-            lent_word: at(notice.lent_word, 8),
-            input_span,
-            output_span,
-        }
-    }
-
-    /// Whether a read counts: the left neighbour's lent word must still hold this operation
-    /// after the read (a read that failed because the owner took its vector back counts as
-    /// withdrawn, not as a corrupt notice).
-    fn still_lent(&self, read: Result<(), CrossMemoryError>) -> Result<(), ReadEnd> {
-        let Some(LeftRegions {
-            lent_word: word, ..
-        }) = self.left
-        else {
-            return Err(Withdrawn);
-        };
-        let mut lent = [0u8; 8];
-        match cross_memory::read(&word, 0, &mut lent) {
-            Ok(()) if u64::from_le_bytes(lent) == self.token() => read.map_err(Failed),
-            Ok(()) | Err(CrossMemoryError::Gone { .. }) => Err(Withdrawn),
-            Err(error) => Err(Failed(read.err().unwrap_or(error))),
         }
     }
 
@@ -503,20 +414,18 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
         match frame.header.kind {
             KIND_READY => {
                 let step = frame.header.step;
-                let notice = match frame.values() {
-                    Ok(ValuesRef::U64(words)) => {
-                        ReadyNotice::parse(words, self.token(), from, step)
-                    }
-                    _ => None,
-                };
                 let expected = std::mem::size_of_val(self.data) as u64;
                 let left = (from.0 + 1) % self.size == self.rank.0;
-                match notice.filter(|n| n.output.bytes == expected && left) {
-                    Some(notice) => {
-                        self.left = Some(self.left_regions(&notice));
-                        self.schedule.on_ready(step);
+                let taken = match frame.values() {
+                    Ok(ValuesRef::U64(words)) if left => {
+                        let expects = (self.token(), from, step);
+                        self.source.take_notice(words, expects, expected)
                     }
-                    None => self.give_up(SingleCopyFailure::CorruptNotice, out),
+                    _ => false,
+                };
+                match taken {
+                    true => self.schedule.on_ready(step),
+                    false => self.give_up(SingleCopyFailure::CorruptNotice, out),
                 }
             }
             _ => reject(
@@ -550,7 +459,7 @@ impl<'a, T: Element> SingleCopyRing<'a, T> {
     }
 }
 
-impl<T: Element> Protocol for SingleCopyRing<'_, T> {
+impl<T: Element, S: BlockSource> Protocol for SingleCopyRing<'_, T, S> {
     fn handle(&mut self, _now: Time, input: Input<'_>, out: &mut Outbox) {
         out.set_stamp(self.stamp());
         match input {
@@ -570,9 +479,8 @@ impl<T: Element> Protocol for SingleCopyRing<'_, T> {
             Input::PeerFailed { peer } => {
                 self.counters.failures_noticed += 1;
                 let left = Rank((self.rank.0 + self.size - 1) % self.size.max(1));
-                if let (true, Some(regions)) = (peer == left, self.left) {
-                    // Its memory lives on while mapped here.
-                    self.scratch.mappings.forget(regions.output.pid);
+                if peer == left {
+                    self.source.left_failed();
                 }
                 self.stop(AbortReason::PeerFailed(peer), out);
             }
@@ -615,7 +523,7 @@ impl<T: Element> Protocol for SingleCopyRing<'_, T> {
     }
 }
 
-impl<T: Element> Assembled for SingleCopyRing<'_, T> {
+impl<T: Element, S: BlockSource> Assembled for SingleCopyRing<'_, T, S> {
     fn results(&self) -> Option<impl Iterator<Item = (usize, ValuesRef<'_>)> + '_> {
         None::<std::iter::Empty<(usize, ValuesRef<'_>)>>
     }
@@ -629,7 +537,7 @@ impl<T: Element> Assembled for SingleCopyRing<'_, T> {
     }
 }
 
-impl<T: Element> AttemptRing for SingleCopyRing<'_, T> {
+impl<T: Element, S: BlockSource> AttemptRing for SingleCopyRing<'_, T, S> {
     fn keep_input(&mut self, _data: ValuesRef<'_>) {
         // The input is the vector itself (the operation starts with nothing else).
         if let Some(saved) = self.saved.as_mut() {
@@ -647,7 +555,6 @@ impl<T: Element> AttemptRing for SingleCopyRing<'_, T> {
         self.op = shell.op;
         self.attempt = shell.attempt;
         self.schedule = ReadRing::new(shell.rank, shell.size, self.data.len());
-        self.left = None;
         self.phase = Phase::Idle;
         self.abort = None;
     }
@@ -676,41 +583,6 @@ impl<T: Element> AttemptRing for SingleCopyRing<'_, T> {
                 T::view(input).push_as_f64(dst);
             }
             None => self.estimate(dst),
-        }
-    }
-}
-
-impl super::Communicator {
-    /// Allreduce of `input` into `data`, or of `data` in place without an input, by the
-    /// single-copy ring (see the module docs): called by
-    /// [`super::Communicator::allreduce_ring`] and [`super::Communicator::allreduce_into`]
-    /// where the transport allows it.
-    pub(super) fn allreduce_single_copy<T: Element>(
-        &mut self,
-        input: Option<&[T]>,
-        data: &mut [T],
-        op: ReduceOp,
-    ) -> Result<super::Outcome, super::CommError> {
-        let shell = self.shell_config(Algorithm::Ring, op, T::DTYPE, super::run::Slack::NONE)?;
-        let mut scratch = std::mem::take(&mut self.read_scratch);
-        let mut protocol = SingleCopyRing::new(
-            (shell.rank, shell.size, shell.op, op),
-            (input, data),
-            (&mut scratch, None),
-            Arc::clone(&self.lent),
-        );
-        let ended = self.execute(&mut protocol, ValuesRef::Empty);
-        // Before the vector goes back to the caller, however the operation ended.
-        self.lent.store(0, Ordering::Release);
-        let failure = protocol.failure();
-        let concluded = ended.and_then(|ended| {
-            // The result is in `data` already: nothing to write back.
-            self.conclude(&mut protocol, ended, &mut [] as &mut [T], |_, _| {})
-        });
-        self.read_scratch = scratch;
-        match (concluded, failure) {
-            (Err(_), Some(reason)) => Err(super::CommError::SingleCopy { reason }),
-            (concluded, _) => concluded.map(|(outcome, _)| outcome),
         }
     }
 }

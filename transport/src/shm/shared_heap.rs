@@ -280,6 +280,12 @@ pub fn free_bytes(ptr: *mut u8) -> bool {
     free_shared(ptr)
 }
 
+/// Whether the allocation with `serial` is alive (serials are never reused, so a freed one
+/// stays dead).
+pub fn is_live(serial: u64) -> bool {
+    serial != 0 && TABLE.with(|entries| entries.iter().any(|e| e.addr != 0 && e.serial == serial))
+}
+
 /// Shared allocations alive now.
 pub fn live() -> usize {
     TABLE.with(|entries| entries.iter().filter(|e| e.addr != 0).count())

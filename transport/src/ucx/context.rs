@@ -95,7 +95,7 @@ unsafe impl Send for Context {}
 unsafe impl Sync for Context {}
 
 impl Context {
-    /// Initialises UCP for tag matching with wakeup, restricted to `tls` (`UCX_TLS` syntax) if
+    /// Initialises UCP for tag matching with wakeup and RMA, restricted to `tls` (`UCX_TLS` syntax) if
     /// given. `estimated_eps` is a sizing hint (the job size).
     pub(super) fn new(
         tls: Option<&str>,
@@ -111,7 +111,11 @@ impl Context {
                     | sys::UCP_PARAM_FIELD_MT_WORKERS_SHARED
                     | sys::UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
             ),
-            features: u64::from(sys::UCP_FEATURE_TAG | sys::UCP_FEATURE_WAKEUP),
+            // RMA for remote reads (`rma`): in hardware over RDMA devices, emulated by UCX over
+            // TCP.
+            features: u64::from(
+                sys::UCP_FEATURE_TAG | sys::UCP_FEATURE_WAKEUP | sys::UCP_FEATURE_RMA,
+            ),
             mt_workers_shared: 1,
             estimated_num_eps: estimated_eps,
             ..Default::default()

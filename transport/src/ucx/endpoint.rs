@@ -66,28 +66,25 @@ pub(super) unsafe trait SendMemory: Send {
     fn memh(&self) -> Option<sys::ucp_mem_h>;
 }
 
-/// How an endpoint is closed when dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum CloseMode {
-    /// Complete outstanding sends first (bounded by [`CLOSE_WAIT`]).
-    Flush,
-    /// Cancel outstanding sends at once (required after a peer error); not waited for.
-    Force,
-}
-
 /// A connection to one peer; closed on drop. Holds the worker, so the worker outlives it.
 #[derive(Debug)]
 pub(super) struct Endpoint {
     raw: sys::ucp_ep_h,
     /// Owned (from `Box::into_raw`); freed after the endpoint is closed.
     slot: *mut ErrorSlot,
-    close_mode: CloseMode,
+    /// Whether the close is forced (cancelling what is in flight) rather than flushed (bounded
+    /// by [`CLOSE_WAIT`]); atomic because a shared endpoint (a remote reader holds one) is
+    /// marked through `&self`.
+    force_close: AtomicBool,
     worker: Arc<Worker>,
 }
 
 // SAFETY: the endpoint handle is only passed to UCX under the worker's lock (serialised-mode
 // worker); the slot is only touched through atomics.
 unsafe impl Send for Endpoint {}
+// SAFETY: as for Send: every use of the handle takes the worker's lock, and the other fields
+// are atomics or immutable.
+unsafe impl Sync for Endpoint {}
 
 impl Endpoint {
     /// Connects to the worker whose address is `address`; `any_failed` is raised when this (or
@@ -130,7 +127,7 @@ impl Endpoint {
         Ok(Endpoint {
             raw,
             slot,
-            close_mode: CloseMode::Flush,
+            force_close: AtomicBool::new(false),
             worker: Arc::clone(worker),
         })
     }
@@ -142,9 +139,9 @@ impl Endpoint {
         (status != sys::UCS_OK).then_some(status)
     }
 
-    /// How the endpoint will be closed when dropped (forced anyway after a failure).
-    pub(super) fn set_close_mode(&mut self, mode: CloseMode) {
-        self.close_mode = mode;
+    /// Makes the close on drop forced (it is anyway after a failure).
+    pub(super) fn force_close_on_drop(&self) {
+        self.force_close.store(true, Ordering::Release);
     }
 
     /// Sends `memory`'s frame with `tag`, passing its registration to UCX when it has one.
@@ -167,11 +164,79 @@ impl Endpoint {
         // SAFETY: `ptr` is the fresh result of the send above, which uses `memory`.
         unsafe { Started::from_status_ptr(&self.worker, ptr, memory) }
     }
+
+    /// Unpacks a peer's packed remote key for gets on this endpoint.
+    pub(super) fn unpack_rkey(&self, packed: &[u8]) -> Result<RemoteKey, sys::ucs_status_t> {
+        let mut rkey = std::ptr::null_mut();
+        let status = {
+            let _guard = self.worker.lock();
+            // SAFETY: the endpoint is live and the worker locked; UCX trusts the lengths inside
+            // a packed key, so only keys exactly as `ucp_rkey_pack` made them may come here
+            // (the runtime passes keys from notices whose check word shows them whole); it
+            // writes `rkey` only on success.
+            unsafe { sys::ucp_ep_rkey_unpack(self.raw, packed.as_ptr().cast(), &mut rkey) }
+        };
+        if status != sys::UCS_OK || rkey.is_null() {
+            return Err(status);
+        }
+        Ok(RemoteKey {
+            raw: rkey,
+            worker: Arc::clone(&self.worker),
+        })
+    }
+
+    /// Starts reading `len` bytes at the peer's `addr` under `rkey` into `buffer`, which the
+    /// returned request keeps until UCX completes the read.
+    pub(super) fn get(
+        &self,
+        mut buffer: Box<[u64]>,
+        len: usize,
+        (addr, rkey): (u64, &RemoteKey),
+    ) -> Started<Box<[u64]>> {
+        debug_assert!(len <= buffer.len() * 8);
+        let param = sys::ucp_request_param_t::default();
+        let ptr = {
+            let _guard = self.worker.lock();
+            // SAFETY: the endpoint, worker and rkey are live and the worker locked; the buffer
+            // is on the heap with at least `len` bytes, so moving the Box into the request
+            // does not move it, and the request keeps it until UCX completes the read.
+            unsafe {
+                sys::ucp_get_nbx(
+                    self.raw,
+                    buffer.as_mut_ptr().cast(),
+                    len,
+                    addr,
+                    rkey.raw,
+                    &param,
+                )
+            }
+        };
+        // SAFETY: `ptr` is the fresh result of the get above, which uses `buffer`.
+        unsafe { Started::from_status_ptr(&self.worker, ptr, buffer) }
+    }
+}
+
+/// A peer's remote key unpacked on an endpoint; `ucp_rkey_destroy` on drop.
+#[derive(Debug)]
+pub(super) struct RemoteKey {
+    raw: sys::ucp_rkey_h,
+    worker: Arc<Worker>,
+}
+
+// SAFETY: the handle is only used under the worker's lock (gets) or destroyed once on drop.
+unsafe impl Send for RemoteKey {}
+
+impl Drop for RemoteKey {
+    fn drop(&mut self) {
+        let _guard = self.worker.lock();
+        // SAFETY: raw came from ucp_ep_rkey_unpack and is destroyed exactly once.
+        unsafe { sys::ucp_rkey_destroy(self.raw) }
+    }
 }
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
-        let force = self.close_mode == CloseMode::Force || self.failure().is_some();
+        let force = self.force_close.load(Ordering::Acquire) || self.failure().is_some();
         let mut param = sys::ucp_request_param_t::default();
         if force {
             param.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_FLAGS;

@@ -47,6 +47,7 @@ mod hold;
 mod pool;
 mod probe;
 mod request;
+mod rma;
 mod rx;
 mod tx;
 mod worker;
@@ -64,10 +65,12 @@ use std::time::{Duration, Instant};
 use ftcoll_algos::Rank;
 use rustix::event::{eventfd, EventfdFlags};
 
+use super::remote::{ExposedMemory, Exposure, ExposureCache, RemoteReader, RemoteReads};
 use super::{RegisteredBuffer, Transport, TransportError, TransportKind, Waker};
 pub use address::ADDRESS_PREFIX;
 use context::Context;
 pub use probe::probe_rdma_device;
+pub use rma::MAX_READ_BYTES;
 use rx::Inbox;
 use tx::Outbox;
 use worker::{Armed, Worker};
@@ -75,6 +78,9 @@ use worker::{Armed, Worker};
 /// Default bound on bytes in flight to all peers together (including frames to self not yet
 /// received); a send beyond it is [`TransportError::Backpressure`].
 pub const DEFAULT_MAX_QUEUED_BYTES: usize = 256 << 20;
+
+/// Registrations the transport keeps under identities ([`Transport::expose`]).
+const EXPOSURES_KEPT: usize = 16;
 
 /// `ucp_worker_progress` calls per progress step (each call may handle several events).
 const PROGRESS_ROUNDS: usize = 64;
@@ -121,6 +127,10 @@ pub struct UcxTransport {
     /// The Waker's eventfd, and a flag it raises so the spin phase need not read the fd.
     wake_fd: Arc<OwnedFd>,
     woken: Arc<AtomicBool>,
+    /// Registrations kept under identities the caller vouches for (see [`crate::remote`]).
+    exposures: ExposureCache,
+    /// How this context serves remote reads: in hardware where UCX sees an RDMA device.
+    remote_reads: RemoteReads,
     worker: Arc<Worker>,
     context: Arc<Context>,
 }
@@ -151,6 +161,11 @@ impl UcxTransport {
             .map_err(|e| TransportError::io("creating the UCX waker's eventfd", e.into()))?;
         let address_bytes = address.len();
         tracing::debug!(rank = config.rank.0, tls = ?config.tls, address_bytes, "UCX transport up");
+        let remote_reads = match (probe_rdma_device(), config.tls.as_deref()) {
+            // Restricted to TCP, the context has no device to read with.
+            (_, Some("tcp")) | (Ok(None) | Err(_), _) => RemoteReads::Emulated,
+            (Ok(Some(_)), _) => RemoteReads::Native,
+        };
         Ok(UcxTransport {
             rank: config.rank,
             size: config.size,
@@ -162,6 +177,8 @@ impl UcxTransport {
             inbox: Inbox::new(config.rank, config.size, max_frame_bytes()),
             wake_fd: Arc::new(wake_fd),
             woken: Arc::new(AtomicBool::new(false)),
+            exposures: ExposureCache::new(EXPOSURES_KEPT),
+            remote_reads,
             worker,
             context,
         })
@@ -279,6 +296,45 @@ impl Transport for UcxTransport {
             return Ok(());
         }
         self.outbox.send_pinned(to, buffer, len)
+    }
+
+    fn remote_reads(&self) -> RemoteReads {
+        self.remote_reads
+    }
+
+    fn expose(
+        &mut self,
+        memory: ExposedMemory,
+        identity: Option<u64>,
+    ) -> Result<Option<Arc<Exposure>>, TransportError> {
+        let context = &self.context;
+        let register = || rma::expose(context, memory);
+        Ok(Some(match identity {
+            Some(identity) => self.exposures.get_or_register(identity, memory, register)?,
+            None => Arc::new(register()?),
+        }))
+    }
+
+    fn forget_exposures(&mut self, live: &mut dyn FnMut(u64) -> bool) {
+        self.exposures.retain(live);
+    }
+
+    fn exposure_counts(&self) -> (u64, u64) {
+        self.exposures.counts()
+    }
+
+    fn remote_reader(
+        &mut self,
+        peer: Rank,
+    ) -> Result<Option<Box<dyn RemoteReader>>, TransportError> {
+        super::check_rank(peer, self.size)?;
+        if peer == self.rank || self.outbox.is_failed(peer) {
+            return Ok(None);
+        }
+        self.outbox.connect(peer, &mut self.resolver)?;
+        Ok(self.outbox.endpoint(peer).map(|endpoint| {
+            Box::new(rma::UcxReader::new(peer, endpoint, &self.worker)) as Box<dyn RemoteReader>
+        }))
     }
 
     fn progress(&mut self) -> Result<usize, TransportError> {

@@ -17,7 +17,7 @@ use ftcoll_ucx_sys as sys;
 use super::super::{RegisteredBuffer, TransportError};
 use super::address::decode_address;
 use super::context::{status_text, Context};
-use super::endpoint::{CloseMode, Endpoint};
+use super::endpoint::Endpoint;
 use super::hold::{PinnedSend, SendHold};
 use super::pool::SendPool;
 use super::request::{Request, Started};
@@ -32,7 +32,8 @@ const DRAIN_ON_DROP: Duration = Duration::from_secs(1);
 /// The connection to one peer and the sends in flight on it.
 struct Peer {
     // Declared first: closing the endpoint completes (or cancels) the sends before they drop.
-    endpoint: Endpoint,
+    // Shared with a remote reader of this peer for the length of one operation.
+    endpoint: Arc<Endpoint>,
     /// In send order, with each frame's length.
     sends: VecDeque<(Request<SendHold>, usize)>,
 }
@@ -117,11 +118,16 @@ impl Outbox {
             rank: peer.0,
             why: format!("'{text:.40}' is not a UCX worker address"),
         })?;
-        let endpoint = Endpoint::connect(&self.worker, &address, &self.any_failed)?;
+        let endpoint = Arc::new(Endpoint::connect(&self.worker, &address, &self.any_failed)?);
         tracing::debug!(rank = self.rank.0, peer = peer.0, "UCX endpoint created");
         let sends = VecDeque::new();
         self.peers.insert(peer, Peer { endpoint, sends });
         Ok(())
+    }
+
+    /// The endpoint to `peer` (connected), for a remote reader to share.
+    pub(super) fn endpoint(&self, peer: Rank) -> Option<Arc<Endpoint>> {
+        self.peers.get(&peer).map(|p| Arc::clone(&p.endpoint))
     }
 
     /// Sends a copy of `frame` to `to` (connected) from the registered pool.
@@ -234,14 +240,10 @@ impl Outbox {
     /// Marks `peer` failed, force-closes its endpoint and releases its sends.
     pub(super) fn forget(&mut self, peer: Rank) {
         self.failed.insert(peer);
-        let Some(Peer {
-            mut endpoint,
-            sends,
-        }) = self.peers.remove(&peer)
-        else {
+        let Some(Peer { endpoint, sends }) = self.peers.remove(&peer) else {
             return;
         };
-        endpoint.set_close_mode(CloseMode::Force);
+        endpoint.force_close_on_drop();
         // A forced close completes every send on the endpoint (cancelled).
         drop(endpoint);
         for (request, len) in sends {
@@ -267,7 +269,7 @@ impl Drop for Outbox {
         }
         for peer in self.peers.values_mut() {
             if !peer.sends.is_empty() {
-                peer.endpoint.set_close_mode(CloseMode::Force);
+                peer.endpoint.force_close_on_drop();
             }
         }
         // Each peer drops endpoint first, then its sends; the pool drops after all of them.

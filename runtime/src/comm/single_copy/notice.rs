@@ -52,7 +52,7 @@ fn span_of(words: &[u64]) -> Option<SharedSpan> {
 
 /// Mixes the notice's fields with what the receiver expects of it (the operation's token, the
 /// sender, the step count): a notice of another attempt, sender or step fails the check.
-fn check_word(token: u64, from: Rank, done: u32, fields: &[u64]) -> u64 {
+pub(super) fn check_word(token: u64, from: Rank, done: u32, fields: &[u64]) -> u64 {
     let mut x = token ^ u64::from(from.0).rotate_left(32) ^ u64::from(done).rotate_left(16);
     for &word in fields {
         x = (x ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15);

@@ -2,6 +2,7 @@
 
 mod frames;
 mod lifecycle;
+mod remote;
 
 use std::time::{Duration, Instant};
 
