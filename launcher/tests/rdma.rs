@@ -283,6 +283,45 @@ fn the_ring_reads_the_neighbours_vectors_over_ucx() {
     assert!(stderr.contains("the job failed"), "{stderr}");
 }
 
+/// The registration cache: a vector in the shared heap (the job's, here) is registered once
+/// and kept for later calls; with the heap off nothing vouches for the memory between calls,
+/// so each call registers it for itself, outside the cache. The lent word is kept either way.
+#[cfg(feature = "ucx")]
+#[test]
+fn a_vector_reused_across_calls_is_registered_once_over_ucx() {
+    let _job = common::serialize();
+    for (heap, kept, made) in [("auto", 4, 2), ("off", 2, 1)] {
+        let out = common::launcher()
+            .args([
+                "-n", "2", "--input", "int", "--len", "1048576", "--ops", "3",
+            ])
+            .args([
+                "--no-tui",
+                "--transport",
+                "ucx",
+                "--algo",
+                "ring",
+                "--timeout-s",
+                "120",
+            ])
+            .envs([("UCX_TLS", "tcp"), ("FTCOLL_SINGLE_COPY", "on")])
+            .env("FTCOLL_SHARED_HEAP", heap)
+            .env("FTCOLL_LOG", "ftcoll_runtime::comm::single_copy=debug")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "heap {heap}: {stderr}");
+        // Each rank logs its counts before each call: the third call's show the first two.
+        let third = format!("hits={kept} misses={made}");
+        let lines = stderr.lines().filter(|l| l.contains("registrations"));
+        assert_eq!(
+            lines.filter(|l| l.ends_with(&third)).count(),
+            2,
+            "heap {heap}: expected both ranks at {third}: {stderr}"
+        );
+    }
+}
+
 #[cfg(feature = "ofi")]
 #[test]
 fn long_vectors_over_libfabric_tcp() {

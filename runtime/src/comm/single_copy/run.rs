@@ -110,6 +110,12 @@ impl Communicator {
             None => None,
         };
         let lent = expose(ExposedMemory::word(&self.lent), Some(LENT_WORD_IDENTITY))?;
+        let (hits, misses) = transport.exposure_counts();
+        tracing::debug!(
+            hits,
+            misses,
+            "remote-read registrations kept and made so far"
+        );
         let reader = transport
             .remote_reader(left)?
             .ok_or_else(|| no_remote_reads(transport.kind()))?;
