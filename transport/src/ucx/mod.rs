@@ -29,6 +29,14 @@
 //! bounds the bytes in flight ([`DEFAULT_MAX_QUEUED_BYTES`]) and answers
 //! [`TransportError::Backpressure`] beyond it.
 //!
+//! # Remote reads
+//! The context also asks for RMA. [`Transport::expose`] maps memory (`ucp_mem_map`) and packs
+//! its remote key, kept in a bounded cache under an identity the caller vouches for, or for
+//! the caller's use only; [`Transport::remote_reader`] shares the endpoint to a peer with a
+//! reader that gets (`ucp_get_nbx`) from the peer's exposed memory into its own buffer (see
+//! `rma`). Over an RDMA device the network card serves the reads; over TCP UCX emulates them
+//! from the owner's progress loop ([`RemoteReads::Emulated`]).
+//!
 //! # Waiting
 //! [`Transport::wait`] progresses the worker in a busy loop for [`UcxConfig::spin`], then arms
 //! the worker's event descriptor and sleeps in `poll(2)` on it and on the eventfd the [`Waker`]
