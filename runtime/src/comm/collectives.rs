@@ -338,7 +338,9 @@ impl Communicator {
             .env
             .single_copy_min_bytes
             .unwrap_or(ftcoll_algos::ring::reads::SINGLE_COPY_MIN_BYTES);
-        (self.single_copy || self.remote_reads) && self.members.is_none() && bytes >= from
+        // An empty vector has nothing to lend (and nothing to register).
+        let lends = bytes > 0 && bytes >= from;
+        (self.single_copy || self.remote_reads) && self.members.is_none() && lends
     }
 
     /// [`Communicator::single_copy_for`] by cross-memory attach (shared memory): the only

@@ -252,6 +252,35 @@ impl BlockSource for RemoteSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any keys round-trip; any words parse or are refused, never a panic.
+        #[test]
+        fn keys_round_trip_and_any_words_are_safe(
+            (output_key, input_key, lent_key) in (
+                prop::collection::vec(any::<u8>(), 1..300),
+                prop::option::of(prop::collection::vec(any::<u8>(), 1..300)),
+                prop::collection::vec(any::<u8>(), 1..40),
+            ),
+            addrs in any::<[u64; 4]>(),
+            noise in prop::collection::vec(any::<u64>(), 0..80),
+            expects in (any::<u64>(), any::<u32>(), any::<u32>()),
+        ) {
+            let expects = (expects.0, Rank(expects.1), expects.2);
+            let left = LeftKeys {
+                output_addr: addrs[0],
+                input_addr: addrs[1],
+                bytes: addrs[2],
+                lent_addr: addrs[3],
+                output_key: output_key.into(),
+                input_key: input_key.map(Into::into),
+                lent_key: lent_key.into(),
+            };
+            prop_assert_eq!(LeftKeys::parse(&left.words(expects), expects), Some(left));
+            let _ = LeftKeys::parse(&noise, expects);
+        }
+    }
 
     fn keys(in_place: bool) -> LeftKeys {
         LeftKeys {
