@@ -108,7 +108,9 @@ impl LeftKeys {
 
 /// Blocks read out of the left neighbour's registered memory over the network.
 pub(crate) struct RemoteSource {
-    reader: Box<dyn RemoteReader>,
+    /// `None` when the left neighbour had already failed: the operation then aborts on the
+    /// known failure before any read.
+    reader: Option<Box<dyn RemoteReader>>,
     own: OwnExposures,
     left: Option<LeftKeys>,
     /// The operation's time limit: no read waits past it.
@@ -117,7 +119,7 @@ pub(crate) struct RemoteSource {
 
 impl RemoteSource {
     pub(crate) fn new(
-        reader: Box<dyn RemoteReader>,
+        reader: Option<Box<dyn RemoteReader>>,
         own: OwnExposures,
         deadline: Instant,
     ) -> RemoteSource {
@@ -132,13 +134,10 @@ impl RemoteSource {
     /// Whether the left neighbour still lends this operation's vector: its lent word, read
     /// after the block, must hold the token.
     fn still_lent(&mut self, token: u64) -> Result<(), ReadEnd> {
-        let Some(left) = self.left.as_ref() else {
+        let (Some(left), Some(reader)) = (self.left.as_ref(), self.reader.as_mut()) else {
             return Err(ReadEnd::Withdrawn);
         };
-        match self
-            .reader
-            .read(&left.lent_key, left.lent_addr, 8, self.deadline)
-        {
+        match reader.read(&left.lent_key, left.lent_addr, 8, self.deadline) {
             Ok(word) if <[u8; 8]>::try_from(word).map(u64::from_le_bytes).ok() == Some(token) => {
                 Ok(())
             }
@@ -223,17 +222,22 @@ impl BlockSource for RemoteSource {
         let Some(mine) = data.get_mut(block.clone()) else {
             return Err(corrupt());
         };
-        let chunk = (self.reader.max_read_bytes() / elem).max(1);
+        let Some(max_read) = self.reader.as_ref().map(|r| r.max_read_bytes()) else {
+            return Err(ReadEnd::Withdrawn);
+        };
+        let chunk = (max_read / elem).max(1);
         for (k, part) in mine.chunks_mut(chunk).enumerate() {
             let at = block.start + k * chunk;
             if let Some(saved) = saved.as_mut() {
                 saved.save(at, part);
             }
             let from = addr + (at * elem) as u64;
-            let got = match self
-                .reader
-                .read(&key, from, std::mem::size_of_val(part), self.deadline)
-            {
+            let len = std::mem::size_of_val(part);
+            let read = match self.reader.as_mut() {
+                Some(reader) => reader.read(&key, from, len, self.deadline),
+                None => return Err(ReadEnd::Withdrawn),
+            };
+            let got = match read {
                 Ok(bytes) => bytes,
                 Err(error) => return Err(self.after_failed_read(error, token)),
             };
