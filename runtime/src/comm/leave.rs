@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use ftcoll_algos::ReduceOp;
 
 use super::{CommError, Communicator};
+use crate::exec::SendStall;
 use crate::transport::Transport;
 
 /// Longest a leaving rank keeps serving finished operations that owe peers answers.
@@ -41,8 +42,16 @@ impl Communicator {
         let serve_until = Instant::now() + self.op_timeout.min(LINGER_AT_EXIT);
         self.endpoint().serve_lingering(self.ops + 1, serve_until)?;
         // Receiving all the while: a peer may be sending to this rank a frame that leaves it
-        // only as this rank reads, while waiting for its own sends in turn.
-        while self.endpoint().transport.progress()? > 0 && Instant::now() < deadline {
+        // only as this rank reads, while waiting for its own sends in turn. A peer that reads
+        // nothing for a while has left the job itself (see `SendStall`).
+        let mut stall: Option<SendStall> = None;
+        loop {
+            let queued = self.endpoint().transport.progress()?;
+            let now = Instant::now();
+            let stall = stall.get_or_insert_with(|| SendStall::new(queued));
+            if queued == 0 || now >= deadline || stall.stalled(queued, now) {
+                break;
+            }
             if !self.endpoint().serve_between_operations()? {
                 self.endpoint()
                     .transport

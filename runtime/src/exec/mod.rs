@@ -34,6 +34,7 @@ mod operation;
 pub mod pinning;
 mod receive;
 mod send;
+pub(crate) use send::SendStall;
 mod services;
 mod spares;
 mod telemetry;

@@ -108,6 +108,12 @@ impl<T: Transport> Endpoint<T> {
     /// waited for their own sends without reading would wait for each other until the
     /// deadline (a 4 MB corrected broadcast at n = 4 did). Frames of the finished operation
     /// still reach it, later operations' are held and services' are served, as in its loop.
+    ///
+    /// It also stops once no frame has left for [`SendStall::PATIENCE`]: a receiver inside an
+    /// operation reads its frames, so one that reads nothing for that long is computing, or
+    /// has finished the job (a corrected broadcast's receiver leaves once it has the data,
+    /// and the corrections still queued to it would otherwise hold this rank until the
+    /// operation's deadline). The frames stay queued and leave during later calls.
     pub(super) fn drain_sends<P: Protocol>(
         &mut self,
         protocol: &mut P,
@@ -116,13 +122,20 @@ impl<T: Transport> Endpoint<T> {
         deadline: &mut OpDeadline,
         stats: &mut OpStats,
     ) -> Result<(), ExecError> {
-        if self.transport.progress()? == 0 {
+        let queued = self.transport.progress()?;
+        if queued == 0 {
             return Ok(());
         }
         let deadline = *deadline
             .at
             .get_or_insert_with(|| Instant::now() + deadline.limit);
-        while self.transport.progress()? > 0 && Instant::now() < deadline {
+        let mut stall = SendStall::new(queued);
+        loop {
+            let queued = self.transport.progress()?;
+            let now = Instant::now();
+            if queued == 0 || now >= deadline || stall.stalled(queued, now) {
+                return Ok(());
+            }
             for world in self.absorb_failures() {
                 self.notify_lingering(world, stats)?;
                 self.drained_notices.push(world);
@@ -132,6 +145,54 @@ impl<T: Transport> Endpoint<T> {
                 self.transport.wait(Some(Duration::from_millis(1)))?;
             }
         }
-        Ok(())
+    }
+}
+
+/// Whether queued sends have stopped leaving: no frame left for [`SendStall::PATIENCE`].
+#[derive(Debug)]
+pub(crate) struct SendStall {
+    fewest: usize,
+    since: Instant,
+}
+
+impl SendStall {
+    /// How long a drain waits without a frame leaving. A frame as large as the wire allows
+    /// (64 MiB) leaves a socket in well under this at loopback or network speeds.
+    pub(crate) const PATIENCE: Duration = Duration::from_secs(2);
+
+    /// Watching `queued` frames from now.
+    pub(crate) fn new(queued: usize) -> SendStall {
+        SendStall {
+            fewest: queued,
+            since: Instant::now(),
+        }
+    }
+
+    /// True once the queue has not shrunk below its smallest size for the patience.
+    pub(crate) fn stalled(&mut self, queued: usize, now: Instant) -> bool {
+        if queued < self.fewest {
+            self.fewest = queued;
+            self.since = now;
+        }
+        now.saturating_duration_since(self.since) >= Self::PATIENCE
+    }
+}
+
+#[cfg(test)]
+mod stall_tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_that_shrinks_is_never_stalled_and_one_that_sits_is() {
+        let start = Instant::now();
+        let mut stall = SendStall::new(10);
+        let later = |ms| start + Duration::from_millis(ms);
+        assert!(!stall.stalled(10, later(1_000)));
+        // A frame left: the patience starts again.
+        assert!(!stall.stalled(9, later(1_900)));
+        assert!(!stall.stalled(9, later(3_800)));
+        assert!(stall.stalled(9, later(3_901)));
+        // More queued (new sends) is no progress either.
+        assert!(stall.stalled(12, later(4_000)));
     }
 }
