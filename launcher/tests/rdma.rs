@@ -215,33 +215,27 @@ fn long_vectors_over_ucx_tcp() {
 fn the_ring_reads_the_neighbours_vectors_over_ucx() {
     let _job = common::serialize();
     let env = [("UCX_TLS", "tcp"), ("FTCOLL_SINGLE_COPY", "on")];
-    for (dtype, place) in [
-        ("f64", "--algo"),
-        ("i32", "--algo"),
-        ("u64", "--out-of-place"),
-    ] {
-        // 3 MiB blocks of f64 (1.5 of i32) at n = 4: several reads of the reader's 1 MiB.
-        let mut args = vec![
-            "-n",
-            "4",
-            "--input",
-            "int",
-            "--len",
-            "3145728",
-            "--ops",
-            "2",
-            "--no-tui",
-            "--transport",
-            "ucx",
-            "--algo",
-            "ring",
-            "--dtype",
-            dtype,
-        ];
-        if place == "--out-of-place" {
-            args.push(place);
+    // 3 MiB blocks of f64 (1.5 of i32) at n = 4: several reads of the reader's 1 MiB.
+    let ring = [
+        "-n",
+        "4",
+        "--input",
+        "int",
+        "--len",
+        "3145728",
+        "--no-tui",
+        "--transport",
+        "ucx",
+        "--algo",
+        "ring",
+    ];
+    for (dtype, out_of_place) in [("f64", false), ("i32", false), ("u64", true)] {
+        let mut args = ring.to_vec();
+        args.extend(["--ops", "2", "--dtype", dtype]);
+        if out_of_place {
+            args.push("--out-of-place");
         }
-        let what = format!("ucx/tcp single-copy ring {dtype} {place}");
+        let what = format!("ucx/tcp single-copy ring {dtype}, out of place {out_of_place}");
         let json = run(&args, &env, &what);
         assert_eq!(json["exact"], true, "{what}: {json}");
         assert_eq!(json["consistent"], true, "{what}: {json}");
@@ -251,23 +245,8 @@ fn the_ring_reads_the_neighbours_vectors_over_ucx() {
     }
     // A rank killed inside the operation: the ring is not fault tolerant, so every survivor
     // ends with an error, never a result read out of a vector taken back.
-    let args = [
-        "-n",
-        "4",
-        "--input",
-        "int",
-        "--len",
-        "3145728",
-        "--ops",
-        "3",
-        "--no-tui",
-        "--transport",
-        "ucx",
-        "--algo",
-        "ring",
-        "--fault",
-        "kill:rank=2,op=1,at=2ms",
-    ];
+    let mut args = ring.to_vec();
+    args.extend(["--ops", "3", "--fault", "kill:rank=2,op=1,at=2ms"]);
     let out = common::launcher()
         .args(args)
         .envs(env)
@@ -281,6 +260,7 @@ fn the_ring_reads_the_neighbours_vectors_over_ucx() {
     );
     assert!(stderr.contains("ranks [2] failed"), "{stderr}");
     assert!(stderr.contains("the job failed"), "{stderr}");
+    assert!(!stderr.contains("result is wrong"), "{stderr}");
 }
 
 /// The registration cache: a vector in the shared heap (the job's, here) is registered once
