@@ -207,36 +207,27 @@ fn long_vectors_over_ucx_tcp() {
     });
 }
 
-/// The single copy over UCX: each rank's ring reads its blocks out of its left neighbour's
-/// registered vector, so only the ring's notices travel as messages. UCX emulates the reads
-/// over TCP here, slower than its messages, so the test asks for them.
-#[cfg(feature = "ucx")]
-#[test]
-fn the_ring_reads_the_neighbours_vectors_over_ucx() {
-    let _job = common::serialize();
-    let env = [("UCX_TLS", "tcp"), ("FTCOLL_SINGLE_COPY", "on")];
+/// The single copy over a network: each rank's ring reads its blocks out of its left
+/// neighbour's registered vector, so only the ring's notices travel as messages. UCX and
+/// libfabric emulate the reads over TCP here, slower than their messages, so the test asks
+/// for them.
+fn ring_reads_the_neighbours_vectors(backend: &Backend) {
     // 3 MiB blocks of f64 (1.5 of i32) at n = 4: several reads of the reader's 1 MiB.
-    let ring = [
-        "-n",
-        "4",
-        "--input",
-        "int",
-        "--len",
-        "3145728",
-        "--no-tui",
-        "--transport",
-        "ucx",
-        "--algo",
-        "ring",
+    let mut ring = vec![
+        "-n", "4", "--input", "int", "--len", "3145728", "--no-tui", "--algo", "ring",
     ];
+    ring.extend_from_slice(backend.flags);
     for (dtype, out_of_place) in [("f64", false), ("i32", false), ("u64", true)] {
-        let mut args = ring.to_vec();
+        let mut args = ring.clone();
         args.extend(["--ops", "2", "--dtype", dtype]);
         if out_of_place {
             args.push("--out-of-place");
         }
-        let what = format!("ucx/tcp single-copy ring {dtype}, out of place {out_of_place}");
-        let json = run(&args, &env, &what);
+        let what = format!(
+            "{} single-copy ring {dtype}, out of place {out_of_place}",
+            backend.name
+        );
+        let json = run(&args, backend.env, &what);
         assert_eq!(json["exact"], true, "{what}: {json}");
         assert_eq!(json["consistent"], true, "{what}: {json}");
         assert_eq!(json["ops_ok_all_ranks"], 2, "{what}: {json}");
@@ -245,18 +236,19 @@ fn the_ring_reads_the_neighbours_vectors_over_ucx() {
     }
     // A rank killed inside the operation: the ring is not fault tolerant, so every survivor
     // ends with an error, never a result read out of a vector taken back.
-    let mut args = ring.to_vec();
+    let mut args = ring.clone();
     args.extend(["--ops", "3", "--fault", "kill:rank=2,op=1,at=2ms"]);
     let out = common::launcher()
         .args(args)
-        .envs(env)
+        .envs(backend.env.iter().copied())
         .args(["--timeout-s", "120"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
-        "a killed rank's job succeeded: {stderr}"
+        "{}: a killed rank's job succeeded: {stderr}",
+        backend.name
     );
     assert!(stderr.contains("ranks [2] failed"), "{stderr}");
     assert!(stderr.contains("the job failed"), "{stderr}");
@@ -266,40 +258,80 @@ fn the_ring_reads_the_neighbours_vectors_over_ucx() {
 /// The registration cache: a vector in the shared heap (the job's, here) is registered once
 /// and kept for later calls; with the heap off nothing vouches for the memory between calls,
 /// so each call registers it for itself, outside the cache. The lent word is kept either way.
-#[cfg(feature = "ucx")]
-#[test]
-fn a_vector_reused_across_calls_is_registered_once_over_ucx() {
-    let _job = common::serialize();
+fn a_reused_vector_is_registered_once(backend: &Backend) {
     for (heap, kept, made) in [("auto", 4, 2), ("off", 2, 1)] {
         let out = common::launcher()
             .args([
                 "-n", "2", "--input", "int", "--len", "1048576", "--ops", "3",
             ])
-            .args([
-                "--no-tui",
-                "--transport",
-                "ucx",
-                "--algo",
-                "ring",
-                "--timeout-s",
-                "120",
-            ])
-            .envs([("UCX_TLS", "tcp"), ("FTCOLL_SINGLE_COPY", "on")])
+            .args(["--no-tui", "--algo", "ring", "--timeout-s", "120"])
+            .args(backend.flags)
+            .envs(backend.env.iter().copied())
             .env("FTCOLL_SHARED_HEAP", heap)
             .env("FTCOLL_LOG", "ftcoll_runtime::comm::single_copy=debug")
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "heap {heap}: {stderr}");
+        assert!(
+            out.status.success(),
+            "{} heap {heap}: {stderr}",
+            backend.name
+        );
         // Each rank logs its counts before each call: the third call's show the first two.
         let third = format!("hits={kept} misses={made}");
         let lines = stderr.lines().filter(|l| l.contains("registrations"));
         assert_eq!(
             lines.filter(|l| l.ends_with(&third)).count(),
             2,
-            "heap {heap}: expected both ranks at {third}: {stderr}"
+            "{} heap {heap}: expected both ranks at {third}: {stderr}",
+            backend.name
         );
     }
+}
+
+#[cfg(feature = "ucx")]
+const UCX_READS: Backend = Backend {
+    name: "ucx/tcp",
+    flags: &["--transport", "ucx"],
+    env: &[("UCX_TLS", "tcp"), ("FTCOLL_SINGLE_COPY", "on")],
+    survives_kills: true,
+};
+
+#[cfg(feature = "ofi")]
+const OFI_READS: Backend = Backend {
+    name: "ofi/tcp",
+    flags: &["--transport", "ofi", "--ofi-provider", "tcp"],
+    env: &[("FTCOLL_SINGLE_COPY", "on")],
+    survives_kills: true,
+};
+
+#[cfg(feature = "ucx")]
+#[test]
+fn the_ring_reads_the_neighbours_vectors_over_ucx() {
+    let _job = common::serialize();
+    ring_reads_the_neighbours_vectors(&UCX_READS);
+}
+
+#[cfg(feature = "ucx")]
+#[test]
+fn a_vector_reused_across_calls_is_registered_once_over_ucx() {
+    let _job = common::serialize();
+    a_reused_vector_is_registered_once(&UCX_READS);
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn the_ring_reads_the_neighbours_vectors_over_libfabric() {
+    let _job = common::serialize();
+    ring_reads_the_neighbours_vectors(&OFI_READS);
+    no_provider_files_left();
+}
+
+#[cfg(feature = "ofi")]
+#[test]
+fn a_vector_reused_across_calls_is_registered_once_over_libfabric() {
+    let _job = common::serialize();
+    a_reused_vector_is_registered_once(&OFI_READS);
 }
 
 #[cfg(feature = "ofi")]

@@ -68,7 +68,7 @@ pub enum RemoteReads {
     /// Not at all.
     Unsupported,
     /// Through the library's software emulation: the owner's processor serves each read
-    /// from its progress loop (UCX over TCP). Correct, and slower than the transport's own
+    /// from its progress loop (UCX over TCP, libfabric's `tcp;ofi_rxm`). Correct, and slower than the transport's own
     /// messages, so the runtime takes it only when asked to.
     Emulated,
     /// In hardware: an RDMA device reads the owner's registered memory.

@@ -55,6 +55,8 @@ int ftcoll_fi_mr_reg(struct fid_domain *domain, const void *buf, size_t len,
 
 void *ftcoll_fi_mr_desc(struct fid_mr *mr) { return fi_mr_desc(mr); }
 
+uint64_t ftcoll_fi_mr_key(struct fid_mr *mr) { return fi_mr_key(mr); }
+
 int ftcoll_fi_endpoint(struct fid_domain *domain, struct fi_info *info,
 		       struct fid_ep **ep, void *context)
 {
@@ -110,6 +112,13 @@ ssize_t ftcoll_fi_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc,
 			void *context)
 {
 	return fi_trecv(ep, buf, len, desc, src_addr, tag, ignore, context);
+}
+
+ssize_t ftcoll_fi_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
+		       fi_addr_t src_addr, uint64_t addr, uint64_t key,
+		       void *context)
+{
+	return fi_read(ep, buf, len, desc, src_addr, addr, key, context);
 }
 
 ssize_t ftcoll_fi_cq_read(struct fid_cq *cq, void *buf, size_t count)

@@ -10,6 +10,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 struct fi_info *ftcoll_fi_allocinfo(void);
@@ -32,6 +33,7 @@ int ftcoll_fi_mr_reg(struct fid_domain *domain, const void *buf, size_t len,
 		     uint64_t access, uint64_t offset, uint64_t requested_key,
 		     uint64_t flags, struct fid_mr **mr, void *context);
 void *ftcoll_fi_mr_desc(struct fid_mr *mr);
+uint64_t ftcoll_fi_mr_key(struct fid_mr *mr);
 
 int ftcoll_fi_endpoint(struct fid_domain *domain, struct fi_info *info,
 		       struct fid_ep **ep, void *context);
@@ -54,6 +56,10 @@ ssize_t ftcoll_fi_tinject(struct fid_ep *ep, const void *buf, size_t len,
 ssize_t ftcoll_fi_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc,
 			fi_addr_t src_addr, uint64_t tag, uint64_t ignore,
 			void *context);
+
+ssize_t ftcoll_fi_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
+		       fi_addr_t src_addr, uint64_t addr, uint64_t key,
+		       void *context);
 
 ssize_t ftcoll_fi_cq_read(struct fid_cq *cq, void *buf, size_t count);
 ssize_t ftcoll_fi_cq_readerr(struct fid_cq *cq, struct fi_cq_err_entry *buf,

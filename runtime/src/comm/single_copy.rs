@@ -2,7 +2,7 @@
 //! the user's own vector, each block read straight out of the left neighbour's vector. On one
 //! node the reads are cross-memory attach or plain loads of a mapped shared-heap vector
 //! ([`CrossMemorySource`]): a byte of the vector crosses memory once per step, with no
-//! staging copy in or out. Over a network with remote reads ([`RemoteSource`], UCX) a block
+//! staging copy in or out. Over a network with remote reads ([`RemoteSource`], UCX or libfabric) a block
 //! crosses the network once into the reader's buffer and is combined or copied from there:
 //! the owner never copies its vector into send buffers. Only small notices travel as frames.
 //!
@@ -22,7 +22,8 @@
 //! that made the owner give up. Over a network the word is exposed like the vector and read
 //! by a remote read after each block's reads complete, so the word's read comes after the
 //! block's at the owner. A rank's vector is registered for the call only (unless it lives in
-//! the shared heap, see [`run`]): with an RDMA device a read that comes after the owner gave
+//! the shared heap, see [`run`]): with an RDMA device, or libfabric's tcp provider (which
+//! checks every read against the live registrations), a read that comes after the owner gave
 //! up fails on the deregistered memory; UCX's emulation over TCP serves it from whatever the
 //! owner's memory holds at that address, a read the lent word then discards, but one that
 //! faults if the application has unmapped it meanwhile. That, and its speed, are why the

@@ -183,13 +183,22 @@ impl CompletionQueue {
         self.wait_fd.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) })
     }
 
-    /// Whether it is safe to block on [`CompletionQueue::wait_fd`] now (`fi_trywait`); `false`
-    /// means completions may be ready without the descriptor signalling: read the queue first.
-    pub(super) fn try_wait(&self) -> bool {
-        let mut fids = [self.as_fid()];
-        // SAFETY: the fabric and the queue are open; the array holds one valid fid.
-        let code =
-            unsafe { sys::ftcoll_fi_trywait(self.domain.fabric().as_ptr(), fids.as_mut_ptr(), 1) };
+    /// Whether it is safe to block on the [`CompletionQueue::wait_fd`]s of `queues` (of one
+    /// fabric) now (`fi_trywait`); `false` means completions may be ready without a descriptor
+    /// signalling: read the queues first.
+    pub(super) fn try_wait_all(queues: &[&CompletionQueue]) -> bool {
+        let Some(first) = queues.first() else {
+            return true;
+        };
+        let mut fids: Vec<*mut sys::fid> = queues.iter().map(|cq| cq.as_fid()).collect();
+        // SAFETY: the fabric and the queues are open; the array holds that many valid fids.
+        let code = unsafe {
+            sys::ftcoll_fi_trywait(
+                first.domain.fabric().as_ptr(),
+                fids.as_mut_ptr(),
+                fids.len() as i32,
+            )
+        };
         code == sys::FI_SUCCESS
     }
 }

@@ -191,6 +191,37 @@ impl Endpoint {
         Posted::from_code("fi_trecv", code)
     }
 
+    /// Posts a remote read of `len` bytes at `addr` of the region `key` names at `source`, into
+    /// `buf`.
+    ///
+    /// # Safety
+    /// As for [`Endpoint::post_recv`]: `buf` (registered for FI_READ,
+    /// descriptor `desc`) and the context stay valid, untouched, until the completion is read
+    /// or the endpoint is closed.
+    pub(super) unsafe fn post_read(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        desc: *mut c_void,
+        (source, addr, key): (sys::fi_addr_t, u64, u64),
+        context: *mut sys::fi_context2,
+    ) -> Posted {
+        // SAFETY: the caller's contract.
+        let code = unsafe {
+            sys::ftcoll_fi_read(
+                self.fid.as_ptr(),
+                buf.cast(),
+                len,
+                desc,
+                source,
+                addr,
+                key,
+                context.cast(),
+            )
+        };
+        Posted::from_code("fi_read", code)
+    }
+
     /// Asks the provider to cancel an operation; if it can, the operation completes with
     /// FI_ECANCELED, otherwise normally. Either way its completion must still be read.
     ///

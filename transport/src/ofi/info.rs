@@ -27,6 +27,11 @@ const MODES: u64 = sys::FI_CONTEXT | sys::FI_CONTEXT2;
 const MR_MODES: u64 =
     sys::FI_MR_LOCAL | sys::FI_MR_ALLOCATED | sys::FI_MR_VIRT_ADDR | sys::FI_MR_PROV_KEY;
 
+/// Capabilities of the transport's frames.
+const TAGGED_CAPS: u64 = sys::FI_TAGGED | sys::FI_SEND | sys::FI_RECV;
+/// Capabilities of remote reads: reading peers' memory, and having this rank's read.
+pub(super) const READ_CAPS: u64 = sys::FI_RMA | sys::FI_READ | sys::FI_REMOTE_READ;
+
 /// What `fi_getinfo` returned: a linked list, freed on drop.
 pub(super) struct InfoList {
     head: NonNull<sys::fi_info>,
@@ -56,6 +61,23 @@ impl InfoList {
     /// Reliable-datagram endpoints with tagged messages, on `provider` (`None`: libfabric's
     /// choice, which honours `FI_PROVIDER`). `Ok(None)` if no provider offers one.
     pub(super) fn rdm_tagged(provider: Option<&str>) -> Result<Option<InfoList>, TransportError> {
+        InfoList::rdm(provider, TAGGED_CAPS)
+    }
+
+    /// Reliable-datagram endpoints with tagged messages and remote reads both ways, on
+    /// `provider`: where the read endpoint of remote reads comes from.
+    pub(super) fn rdm_readable(provider: &str) -> Result<Option<InfoList>, TransportError> {
+        InfoList::rdm(Some(provider), TAGGED_CAPS | READ_CAPS)
+    }
+
+    /// The entry of this list on the same provider, fabric and domain as `like`.
+    pub(super) fn same_place_as(&self, like: &Info<'_>) -> Option<Info<'_>> {
+        let place = |info: &Info<'_>| (info.provider_name(), info.names());
+        let wanted = place(like);
+        self.iter().find(|info| place(info) == wanted)
+    }
+
+    fn rdm(provider: Option<&str>, caps: u64) -> Result<Option<InfoList>, TransportError> {
         // SAFETY: fi_allocinfo has no preconditions; it returns a zeroed info whose attribute
         // structs are allocated, or NULL.
         let hints = NonNull::new(unsafe { sys::ftcoll_fi_allocinfo() })
@@ -73,7 +95,7 @@ impl InfoList {
         // ours. prov_name is strdup'ed because fi_freeinfo frees it with free().
         unsafe {
             let h = hints.0.as_ptr();
-            (*h).caps = sys::FI_TAGGED | sys::FI_SEND | sys::FI_RECV;
+            (*h).caps = caps;
             (*h).mode = MODES;
             (*(*h).ep_attr).type_ = sys::FI_EP_RDM;
             (*(*h).domain_attr).mr_mode = MR_MODES as i32;
@@ -156,6 +178,35 @@ impl Info<'_> {
         unsafe { CStr::from_ptr(name) }
             .to_string_lossy()
             .into_owned()
+    }
+
+    /// The fabric's and the domain's names (e.g. a subnet and an interface for tcp).
+    fn names(&self) -> (String, String) {
+        let text = |name: *mut std::ffi::c_char| {
+            if name.is_null() {
+                return String::new();
+            }
+            // SAFETY: non-null and NUL-terminated, owned by the list.
+            unsafe { CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        // SAFETY: the attribute structs of a returned entry are valid or NULL.
+        let (fabric, domain) = unsafe {
+            (
+                self.raw().fabric_attr.as_ref().map(|a| a.name),
+                self.raw().domain_attr.as_ref().map(|a| a.name),
+            )
+        };
+        (
+            fabric.map(text).unwrap_or_default(),
+            domain.map(text).unwrap_or_default(),
+        )
+    }
+
+    /// The capabilities the entry offers.
+    pub(super) fn caps(&self) -> u64 {
+        self.raw().caps
     }
 
     /// How many low bits of a tag the provider matches (its `mem_tag_format`; 0 means all 64).

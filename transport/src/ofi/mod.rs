@@ -57,6 +57,12 @@
 //!   sends to it crashes libfabric, and a killed process leaves its region file
 //!   `/dev/shm/<pid>:...` behind for whoever notices the death to remove.
 //!
+//! # Remote reads
+//! Where the provider offers them on the frames' fabric and domain, memory is exposed with
+//! `fi_mr_reg(FI_REMOTE_READ)` and peers read it with `fi_read` on a second endpoint, opened on
+//! first use, that the transport progresses on every pump and blocks on beside the frames'
+//! queue; see `rma`.
+//!
 //! # Lost peers
 //! An error completion of a send marks its peer unreachable: [`Transport::take_unreachable`]
 //! reports it once and later frames to it are discarded, as after [`Transport::peer_failed`],
@@ -82,6 +88,7 @@ mod mr;
 mod ops;
 mod peer;
 mod pool;
+mod rma;
 mod rx;
 mod tag;
 mod tx;
@@ -97,6 +104,7 @@ use std::time::Duration;
 
 use ftcoll_algos::Rank;
 
+use super::remote::{ExposedMemory, Exposure, ExposureCache, RemoteReader, RemoteReads};
 use super::{RegisteredBuffer, Transport, TransportError, TransportKind, Waker};
 use address::hex_encode;
 use av::AddressVector;
@@ -105,7 +113,7 @@ use cq::CompletionQueue;
 use endpoint::Endpoint;
 use fabric::{Domain, Fabric};
 pub use info::probe_rdma_provider;
-use info::InfoList;
+use info::{is_rdma_provider, InfoList, READ_CAPS};
 use mr::{GraveyardGuard, UserRegistration};
 use ops::{Completion, Ops};
 use peer::Peer;
@@ -122,6 +130,8 @@ pub const DEFAULT_MAX_QUEUED_BYTES: usize = 256 << 20;
 const MAX_SENDS_IN_FLIGHT: usize = 256;
 /// Completions read per call, so a flood cannot hold a rank in the transport.
 const MAX_COMPLETIONS_PER_CALL: usize = 1024;
+/// Exposures kept from call to call (see [`ExposureCache`]).
+const KEPT_EXPOSURES: usize = 16;
 
 /// The libfabric endpoint of one rank. See the [module documentation](self).
 pub struct OfiTransport {
@@ -131,12 +141,19 @@ pub struct OfiTransport {
     // registrations close on whatever thread drops them (nothing else uses the domain any
     // more); then the domain, the fabric and the info list.
     ops: Ops,
+    /// The read endpoint of remote reads, opened on first use (see `rma`).
+    reads: Option<rma::SharedReadSide>,
+    exposures: ExposureCache,
     rx: RecvSide,
     tx: SendSide,
     graveyard: GraveyardGuard,
     domain: Arc<Domain>,
     _fabric: Arc<Fabric>,
     _info: InfoList,
+    /// Where the provider offers remote reads: the list holding the entry of the read
+    /// endpoint (the same provider, fabric and domain as the frames' entry).
+    readable: Option<InfoList>,
+    remote_reads: RemoteReads,
     rank: Rank,
     size: u32,
     provider: String,
@@ -159,6 +176,22 @@ pub struct OfiTransport {
     /// `poll_recv` that finds frames ready hands them over without reading the queue again.
     read_since_recv: bool,
     max_queued_bytes: usize,
+}
+
+/// The entry list of remote reads on the frames' provider, fabric and domain, if the provider
+/// offers them there (a failure to ask only means no remote reads).
+fn readable_info(provider: &str, chosen: &info::Info<'_>) -> Option<InfoList> {
+    let list = match InfoList::rdm_readable(provider) {
+        Ok(list) => list?,
+        Err(error) => {
+            tracing::debug!(%error, "asking libfabric for remote reads");
+            return None;
+        }
+    };
+    let offers = list
+        .same_place_as(chosen)
+        .is_some_and(|entry| entry.caps() & READ_CAPS == READ_CAPS);
+    offers.then_some(list)
 }
 
 impl fmt::Debug for OfiTransport {
@@ -200,8 +233,21 @@ impl OfiTransport {
                 tag::MIN_TAG_BITS
             ),
         })?;
+        let readable = readable_info(&provider, &chosen);
+        let remote_reads = match &readable {
+            None => RemoteReads::Unsupported,
+            Some(_) if is_rdma_provider(&provider) => RemoteReads::Native,
+            Some(_) => RemoteReads::Emulated,
+        };
         let fabric = Fabric::open(&chosen)?;
-        let domain = Domain::open(&fabric, &chosen)?;
+        // The domain of remote reads' entry where there is one: the read endpoint opens in it.
+        let domain = match readable
+            .as_ref()
+            .and_then(|list| list.same_place_as(&chosen))
+        {
+            Some(entry) => Domain::open(&fabric, &entry)?,
+            None => Domain::open(&fabric, &chosen)?,
+        };
         // Room for one completion of every outstanding operation, with as much again of
         // receives for those that complete while earlier ones are read.
         let (small_recvs, large_recvs) = rx::recv_counts(&provider);
@@ -227,12 +273,16 @@ impl OfiTransport {
         )?;
         let mut transport = OfiTransport {
             ops: Ops::new(ep, MAX_SENDS_IN_FLIGHT, recv_buffers),
+            reads: None,
+            exposures: ExposureCache::new(KEPT_EXPOSURES),
             graveyard: GraveyardGuard::new(),
             rx,
             tx: SendSide::default(),
             domain,
             _fabric: fabric,
             _info: info,
+            readable,
+            remote_reads,
             rank: config.rank,
             size: config.size,
             provider,
@@ -287,6 +337,10 @@ impl OfiTransport {
             }
         }
         let read = result?;
+        if let Some(reads) = &self.reads {
+            // Serves peers' reads of this rank on providers that progress in software.
+            rma::lock(reads).progress()?;
+        }
         self.repost_receives()?;
         self.flush_queues();
         self.check_held_back_peers();
@@ -297,6 +351,28 @@ impl OfiTransport {
         }
         self.read_since_recv = true;
         Ok(read)
+    }
+
+    /// The read side, opened on first use.
+    fn read_side(&mut self) -> Result<rma::SharedReadSide, TransportError> {
+        if let Some(reads) = &self.reads {
+            return Ok(Arc::clone(reads));
+        }
+        let chosen = self._info.first();
+        let entry = self
+            .readable
+            .as_ref()
+            .and_then(|list| list.same_place_as(&chosen))
+            .ok_or_else(|| TransportError::Library {
+                library: "libfabric",
+                call: "fi_getinfo",
+                why: format!("provider {} offers no remote reads", self.provider),
+            })?;
+        let side = rma::ReadSide::open(&self.domain, &entry, self.size)?;
+        tracing::debug!(rank = self.rank.0, "remote-read endpoint open");
+        Ok(Arc::clone(
+            self.reads.insert(Arc::new(std::sync::Mutex::new(side))),
+        ))
     }
 
     /// Hands the completions read to the send and receive sides.
@@ -375,6 +451,57 @@ impl Transport for OfiTransport {
     }
 
     #[inline]
+    fn remote_reads(&self) -> RemoteReads {
+        self.remote_reads
+    }
+
+    fn expose(
+        &mut self,
+        memory: ExposedMemory,
+        identity: Option<u64>,
+    ) -> Result<Option<Arc<Exposure>>, TransportError> {
+        if self.remote_reads == RemoteReads::Unsupported {
+            return Ok(None);
+        }
+        let side = self.read_side()?;
+        let side = rma::lock(&side);
+        let (domain, graveyard) = (&self.domain, self.graveyard.graveyard());
+        let register = || rma::expose(domain, graveyard, memory, side.key_place());
+        Ok(Some(match identity {
+            Some(identity) => self.exposures.get_or_register(identity, memory, register)?,
+            None => Arc::new(register()?),
+        }))
+    }
+
+    fn forget_exposures(&mut self, live: &mut dyn FnMut(u64) -> bool) {
+        self.exposures.retain(live);
+    }
+
+    fn exposure_counts(&self) -> (u64, u64) {
+        self.exposures.counts()
+    }
+
+    fn remote_reader(
+        &mut self,
+        peer: Rank,
+    ) -> Result<Option<Box<dyn RemoteReader>>, TransportError> {
+        super::check_rank(peer, self.size)?;
+        let lost = self
+            .peers
+            .get(&peer)
+            .is_some_and(|p| p.state != peer::PeerState::Live);
+        if self.remote_reads == RemoteReads::Unsupported || peer == self.rank || lost {
+            return Ok(None);
+        }
+        let side = self.read_side()?;
+        Ok(Some(Box::new(rma::OfiReader::new(
+            peer,
+            side,
+            &self.domain,
+            &self.provider,
+        ))))
+    }
+
     fn progress(&mut self) -> Result<usize, TransportError> {
         // With nothing queued or in flight there is nothing to push: arrivals are read by
         // `poll_recv` and `wait`, and an idle call costs no read of the queue (over tcp, a

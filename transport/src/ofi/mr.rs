@@ -30,15 +30,18 @@ unsafe impl Send for MemoryRegion {}
 unsafe impl Sync for MemoryRegion {}
 
 impl MemoryRegion {
-    /// Registers `len` bytes at `ptr` for local sends and receives.
+    /// Registers `len` bytes at `ptr` for `access` (FI_SEND | FI_RECV for frames, FI_READ for
+    /// the buffers remote reads land in, FI_REMOTE_READ for memory peers read).
     ///
     /// # Safety
     /// The memory stays allocated while any operation posted with this region's descriptor is
-    /// outstanding (deregistering later than freeing is harmless: the region is never used then).
+    /// outstanding (deregistering later than freeing is harmless: the region is never used then),
+    /// and, for FI_REMOTE_READ, while peers may read it through the region's key.
     unsafe fn register(
         domain: &Arc<Domain>,
         ptr: *const u8,
         len: usize,
+        access: u64,
     ) -> Result<MemoryRegion, TransportError> {
         let mut fid = ptr::null_mut();
         // SAFETY: the caller's contract; the domain is open.
@@ -47,7 +50,7 @@ impl MemoryRegion {
                 domain.as_ptr(),
                 ptr.cast(),
                 len,
-                sys::FI_SEND | sys::FI_RECV,
+                access,
                 0,
                 domain.next_mr_key(),
                 0,
@@ -69,6 +72,12 @@ impl MemoryRegion {
     /// The descriptor passed with operations on the region's memory.
     pub(super) fn desc(&self) -> *mut c_void {
         self.desc
+    }
+
+    /// The key a peer names the region by in a remote read.
+    pub(super) fn key(&self) -> u64 {
+        // SAFETY: the region is open.
+        unsafe { sys::ftcoll_fi_mr_key(self.fid.as_ptr()) }
     }
 
     /// Whether the region belongs to `domain`.
@@ -127,13 +136,23 @@ pub(super) struct Buffer {
 unsafe impl Send for Buffer {}
 
 impl Buffer {
-    /// A registered buffer of at least `bytes` bytes (and at least one word).
+    /// A buffer of at least `bytes` bytes (and at least one word) registered for frames.
     pub(super) fn new(domain: &Arc<Domain>, bytes: usize) -> Result<Buffer, TransportError> {
+        Buffer::with_access(domain, bytes, sys::FI_SEND | sys::FI_RECV)
+    }
+
+    /// A buffer of at least `bytes` bytes (and at least one word) registered for `access`.
+    pub(super) fn with_access(
+        domain: &Arc<Domain>,
+        bytes: usize,
+        access: u64,
+    ) -> Result<Buffer, TransportError> {
         let words = Words::zeroed(bytes.div_ceil(8).max(1))?;
         // SAFETY: the region is dropped before `words` (field order), and operations using it
         // own the buffer.
-        let region =
-            unsafe { MemoryRegion::register(domain, words.ptr.as_ptr().cast(), words.len * 8)? };
+        let region = unsafe {
+            MemoryRegion::register(domain, words.ptr.as_ptr().cast(), words.len * 8, access)?
+        };
         Ok(Buffer { region, words })
     }
 
@@ -186,12 +205,41 @@ impl UserRegistration {
     ) -> Result<UserRegistration, TransportError> {
         // SAFETY: every send posted with the region pins `words` (see the type's docs).
         let region = unsafe {
-            MemoryRegion::register(domain, words.as_ptr().cast(), std::mem::size_of_val(words))?
+            MemoryRegion::register(
+                domain,
+                words.as_ptr().cast(),
+                std::mem::size_of_val(words),
+                sys::FI_SEND | sys::FI_RECV,
+            )?
         };
         Ok(UserRegistration {
             region: Some(region),
             graveyard: Arc::clone(graveyard),
         })
+    }
+
+    /// Registers `len` bytes at `addr` for peers' remote reads.
+    ///
+    /// # Safety
+    /// The memory stays allocated while peers may read it through the region's key (the
+    /// contract of [`Transport::expose`](crate::Transport::expose)).
+    pub(super) unsafe fn exposing(
+        domain: &Arc<Domain>,
+        graveyard: &Arc<Graveyard>,
+        addr: *const u8,
+        len: usize,
+    ) -> Result<UserRegistration, TransportError> {
+        // SAFETY: the caller's contract; no local operation is posted with the region.
+        let region = unsafe { MemoryRegion::register(domain, addr, len, sys::FI_REMOTE_READ)? };
+        Ok(UserRegistration {
+            region: Some(region),
+            graveyard: Arc::clone(graveyard),
+        })
+    }
+
+    /// The key peers read the memory by.
+    pub(super) fn key(&self) -> u64 {
+        self.region.as_ref().map_or(0, MemoryRegion::key)
     }
 
     /// The region, if it belongs to `domain`.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
 
+use super::cq::CompletionQueue;
 use super::OfiTransport;
 use crate::TransportError;
 
@@ -97,16 +98,22 @@ impl OfiTransport {
         if self.tx.has_backlog() {
             block = Some(block.map_or(BACKLOG_RETRY, |b| b.min(BACKLOG_RETRY)));
         }
+        // The read side's queue too: a peer's read of this rank is served when it signals.
+        let reads = self.reads.as_ref().map(super::rma::lock);
         let cq = self.ops.endpoint().cq();
-        match cq.wait_fd() {
-            Some(cq_fd) => {
-                // fi_trywait refuses when completions are ready without the descriptor
+        let read_cq = reads.as_ref().map(|side| side.cq());
+        let queues: Vec<&CompletionQueue> = std::iter::once(cq).chain(read_cq).collect();
+        let fds: Option<Vec<_>> = queues.iter().map(|q| q.wait_fd()).collect();
+        match fds {
+            Some(queue_fds) => {
+                // fi_trywait refuses when completions are ready without the descriptors
                 // signalling; the pump below then finds them.
-                if cq.try_wait() {
-                    let mut fds = [
-                        PollFd::from_borrowed_fd(cq_fd, PollFlags::IN),
-                        PollFd::new(&self.doorbell.fd, PollFlags::IN),
-                    ];
+                if CompletionQueue::try_wait_all(&queues) {
+                    let mut fds: Vec<PollFd<'_>> = queue_fds
+                        .into_iter()
+                        .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
+                        .collect();
+                    fds.push(PollFd::new(&self.doorbell.fd, PollFlags::IN));
                     poll(&mut fds, block)?;
                 }
             }
@@ -120,6 +127,7 @@ impl OfiTransport {
                 self.idle_step = (self.idle_step * 2).min(MAX_IDLE_STEP);
             }
         }
+        drop(reads);
         self.doorbell.take();
         self.pump()?;
         Ok(())

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use super::*;
 
 mod process;
+mod remote;
 mod scenarios;
 
 use process::killed_peer_process;

@@ -1,0 +1,246 @@
+//! Remote reads on `tcp;ofi_rxm`: a peer's exposed memory read exactly, reads kept inside the
+//! region their key names, two ranks blocked in reads of each other both served, a read after
+//! the owner deregistered or left as an error.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+use super::super::super::remote::{ExposedMemory, RemoteReadError, RemoteReads};
+use super::super::rma::MAX_READ_BYTES;
+use super::*;
+
+/// Bytes whose value says where they lie.
+fn pattern(len: usize, salt: u32) -> Vec<u8> {
+    (0..len)
+        .map(|k| {
+            ((k as u32) ^ salt)
+                .wrapping_mul(2_654_435_761)
+                .rotate_right(13) as u8
+        })
+        .collect()
+}
+
+/// Runs `owner`'s waits until `stop`: over tcp the owner's provider answers reads only while
+/// the owner progresses, as a waiting rank does.
+fn serve(mut owner: OfiTransport, stop: Arc<AtomicBool>) -> thread::JoinHandle<OfiTransport> {
+    thread::spawn(move || {
+        while !stop.load(Ordering::Acquire) {
+            owner.wait(Some(Duration::from_millis(2))).unwrap();
+            owner.poll_recv(64, &mut |_, _| {}).unwrap();
+        }
+        owner
+    })
+}
+
+/// Reads all of `len` bytes at `addr` through `key`, in reads of the reader's limit.
+fn read_all(
+    reader: &mut dyn RemoteReader,
+    (key, addr): (&[u8], u64),
+    len: usize,
+    deadline: Instant,
+) -> Vec<u8> {
+    let mut copy = Vec::with_capacity(len);
+    for start in (0..len).step_by(reader.max_read_bytes()) {
+        let part = reader.max_read_bytes().min(len - start);
+        let got = reader
+            .read(key, addr + start as u64, part, deadline)
+            .unwrap();
+        copy.extend_from_slice(got);
+    }
+    copy
+}
+
+#[test]
+fn tcp_a_reader_reads_the_peers_exposed_bytes_exactly() {
+    let directory = Directory::default();
+    let mut reader_side = transport("tcp", 0, 2, &directory);
+    let mut owner = transport("tcp", 1, 2, &directory);
+    assert_eq!(owner.remote_reads(), RemoteReads::Emulated);
+    let memory = pattern(3 * MAX_READ_BYTES + 12_345, 1);
+    let exposure = owner
+        .expose(ExposedMemory::of(&memory), None)
+        .unwrap()
+        .expect("tcp exposes");
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = serve(owner, Arc::clone(&stop));
+    let mut reader = reader_side
+        .remote_reader(Rank(1))
+        .unwrap()
+        .expect("a reader");
+    assert_eq!(reader.peer(), Rank(1));
+    let deadline = Instant::now() + DEADLINE;
+    let key = (exposure.key(), exposure.addr());
+    let copy = read_all(reader.as_mut(), key, memory.len(), deadline);
+    assert!(
+        copy == memory,
+        "the bytes read differ from the exposed ones"
+    );
+    let got = reader
+        .read(exposure.key(), exposure.addr() + 7, 1001, deadline)
+        .unwrap();
+    assert_eq!(got, &memory[7..1008]);
+    let too_long = reader.read(
+        exposure.key(),
+        exposure.addr(),
+        MAX_READ_BYTES + 1,
+        deadline,
+    );
+    assert!(matches!(too_long, Err(RemoteReadError::TooLong { .. })));
+    // One byte past the region, or before it: refused before anything is posted.
+    for (addr, len) in [
+        (exposure.addr() + memory.len() as u64 - 8, 9),
+        (exposure.addr() - 1, 8),
+    ] {
+        let outside = reader.read(exposure.key(), addr, len, deadline);
+        assert!(matches!(
+            outside,
+            Err(RemoteReadError::BadKey { peer: 1, .. })
+        ));
+    }
+    let mut damaged = exposure.key().to_vec();
+    damaged.truncate(damaged.len() - 1);
+    let bad = reader.read(&damaged, exposure.addr(), 8, deadline);
+    assert!(matches!(bad, Err(RemoteReadError::BadKey { peer: 1, .. })));
+    // Once the owner deregistered the memory, its provider refuses the read.
+    let stale = exposure.key().to_vec();
+    drop(exposure);
+    let refused = Instant::now() + Duration::from_secs(10);
+    loop {
+        match reader.read(&stale, memory.as_ptr() as u64, 8, refused) {
+            Err(RemoteReadError::Failed { peer: 1, .. }) => break,
+            // The owner closes a region on its next pump.
+            Ok(_) => thread::sleep(Duration::from_millis(5)),
+            other => panic!("{:?}", other.map(<[u8]>::len)),
+        }
+        assert!(
+            Instant::now() < refused,
+            "a deregistered region was still read"
+        );
+    }
+    drop(reader);
+    stop.store(true, Ordering::Release);
+    drop(server.join().unwrap());
+}
+
+#[test]
+fn tcp_two_ranks_blocked_in_reads_of_each_other_are_both_served() {
+    let directory = Directory::default();
+    let ranks: Vec<OfiTransport> = (0..2).map(|r| transport("tcp", r, 2, &directory)).collect();
+    let memories: Vec<Vec<u8>> = (0..2).map(|r| pattern(4 * MAX_READ_BYTES, r)).collect();
+    let mut ranks = ranks;
+    let exposures: Vec<_> = ranks
+        .iter_mut()
+        .zip(&memories)
+        .map(|(t, m)| t.expose(ExposedMemory::of(m), None).unwrap().unwrap())
+        .collect();
+    let keys: Vec<(Vec<u8>, u64)> = exposures
+        .iter()
+        .map(|e| (e.key().to_vec(), e.addr()))
+        .collect();
+    let len = memories[0].len();
+    let both = Arc::new(Barrier::new(2));
+    let threads: Vec<_> = ranks
+        .into_iter()
+        .enumerate()
+        .map(|(me, mut t)| {
+            let (key, addr) = keys[1 - me].clone();
+            let both = Arc::clone(&both);
+            thread::spawn(move || {
+                let mut reader = t.remote_reader(Rank(1 - me as u32)).unwrap().unwrap();
+                both.wait();
+                // Nothing but reads: each rank serves the other's only from inside its own.
+                let mut copies = Vec::new();
+                for _ in 0..3 {
+                    copies.push(read_all(
+                        reader.as_mut(),
+                        (&key, addr),
+                        len,
+                        Instant::now() + DEADLINE,
+                    ));
+                }
+                // Serve the other's last reads before leaving.
+                both.wait();
+                drop(reader);
+                (t, copies)
+            })
+        })
+        .collect();
+    for (me, thread) in threads.into_iter().enumerate() {
+        let (_t, copies) = thread.join().unwrap();
+        for copy in copies {
+            assert!(copy == memories[1 - me], "rank {me} read wrong bytes");
+        }
+    }
+    drop(exposures);
+}
+
+#[test]
+fn tcp_an_identity_registers_its_memory_once() {
+    let directory = Directory::default();
+    let mut t = transport("tcp", 0, 1, &directory);
+    let memory = pattern(1 << 16, 3);
+    let first = t
+        .expose(ExposedMemory::of(&memory), Some(42))
+        .unwrap()
+        .unwrap();
+    let again = t
+        .expose(ExposedMemory::of(&memory), Some(42))
+        .unwrap()
+        .unwrap();
+    assert!(Arc::ptr_eq(&first, &again));
+    assert_eq!(t.exposure_counts(), (1, 1));
+    let fresh = t.expose(ExposedMemory::of(&memory), None).unwrap().unwrap();
+    assert!(!Arc::ptr_eq(&first, &fresh));
+    t.forget_exposures(&mut |id| id != 42);
+    drop((first, again));
+    t.expose(ExposedMemory::of(&memory), Some(42))
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.exposure_counts(), (1, 2));
+}
+
+#[test]
+fn tcp_a_lost_owner_is_an_error_not_a_hang() {
+    let directory = Directory::default();
+    let mut reader_side = transport("tcp", 0, 2, &directory);
+    let mut owner = transport("tcp", 1, 2, &directory);
+    let memory = pattern(4096, 4);
+    let exposure = owner
+        .expose(ExposedMemory::of(&memory), None)
+        .unwrap()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = serve(owner, Arc::clone(&stop));
+    let mut reader = reader_side.remote_reader(Rank(1)).unwrap().unwrap();
+    reader
+        .read(
+            exposure.key(),
+            exposure.addr(),
+            64,
+            Instant::now() + DEADLINE,
+        )
+        .unwrap();
+    let key = exposure.key().to_vec();
+    drop(exposure);
+    stop.store(true, Ordering::Release);
+    drop(server.join().unwrap());
+    let start = Instant::now();
+    let lost = reader.read(
+        &key,
+        memory.as_ptr() as u64,
+        64,
+        start + Duration::from_secs(3),
+    );
+    assert!(
+        matches!(
+            lost,
+            Err(RemoteReadError::Failed { peer: 1, .. } | RemoteReadError::TimedOut { peer: 1 })
+        ),
+        "{:?}",
+        lost.map(<[u8]>::len)
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(reader_side.remote_reader(Rank(0)).unwrap().is_none());
+    assert!(reader_side.remote_reader(Rank(5)).is_err());
+}
