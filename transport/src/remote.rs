@@ -166,6 +166,16 @@ pub enum RemoteReadError {
     },
 }
 
+impl RemoteReadError {
+    /// `Err(TooLong)` if a read of `len` bytes exceeds a reader's `limit`.
+    pub fn check_len(len: usize, limit: usize) -> Result<(), RemoteReadError> {
+        if len > limit {
+            return Err(RemoteReadError::TooLong { len, limit });
+        }
+        Ok(())
+    }
+}
+
 /// Reads one peer's exposed memory; see the [module documentation](self).
 pub trait RemoteReader: Send {
     /// The peer it reads.
@@ -234,6 +244,21 @@ impl ExposureCache {
         Ok(exposure)
     }
 
+    /// [`Transport::expose`](super::Transport::expose) for a transport with remote reads:
+    /// with an identity, the kept exposure or a new one kept from now on; without, a new one
+    /// for the caller alone.
+    pub fn expose(
+        &mut self,
+        identity: Option<u64>,
+        memory: ExposedMemory,
+        register: impl FnOnce() -> Result<Exposure, TransportError>,
+    ) -> Result<Arc<Exposure>, TransportError> {
+        match identity {
+            Some(identity) => self.get_or_register(identity, memory, register),
+            None => Ok(Arc::new(register()?)),
+        }
+    }
+
     /// Drops the exposures whose identities `live` no longer vouches for.
     pub fn retain(&mut self, mut live: impl FnMut(u64) -> bool) {
         self.entries.retain(|(id, _)| live(*id));
@@ -252,6 +277,132 @@ impl ExposureCache {
     /// Whether none is kept.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+/// What the backends' remote-read tests share.
+#[cfg(all(test, any(feature = "ucx", feature = "ofi")))]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub(crate) mod testing {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use ftcoll_algos::Rank;
+
+    use super::{ExposedMemory, Exposure, RemoteReadError, RemoteReader};
+    use crate::Transport;
+
+    /// Bytes whose value says where they lie (and, with another `salt`, whose they are).
+    pub(crate) fn pattern(len: usize, salt: u32) -> Vec<u8> {
+        (0..len)
+            .map(|k| {
+                ((k as u32) ^ salt)
+                    .wrapping_mul(2_654_435_761)
+                    .rotate_right(13) as u8
+            })
+            .collect()
+    }
+
+    /// Runs `owner`'s waits until `stop`: over TCP the owner's library answers reads only
+    /// while the owner progresses, as a waiting rank does.
+    pub(crate) fn serve<T: Transport + Send + 'static>(
+        mut owner: T,
+        stop: Arc<AtomicBool>,
+    ) -> thread::JoinHandle<T> {
+        thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                owner.wait(Some(Duration::from_millis(2))).unwrap();
+                owner.poll_recv(64, &mut |_, _| {}).unwrap();
+            }
+            owner
+        })
+    }
+
+    /// Reads all of `len` bytes at `addr` through `key`, in reads of the reader's limit.
+    pub(crate) fn read_all(
+        reader: &mut dyn RemoteReader,
+        (key, addr): (&[u8], u64),
+        len: usize,
+        deadline: Instant,
+    ) -> Vec<u8> {
+        let mut copy = Vec::with_capacity(len);
+        for start in (0..len).step_by(reader.max_read_bytes()) {
+            let part = reader.max_read_bytes().min(len - start);
+            let got = reader
+                .read(key, addr + start as u64, part, deadline)
+                .unwrap();
+            copy.extend_from_slice(got);
+        }
+        copy
+    }
+
+    /// `memory`, exposed as `exposure`, reads back exactly: whole, at an odd offset and
+    /// length, and a read beyond the reader's limit is refused.
+    pub(crate) fn reads_exactly(
+        reader: &mut dyn RemoteReader,
+        exposure: &Exposure,
+        memory: &[u8],
+        deadline: Instant,
+    ) {
+        let key = (exposure.key(), exposure.addr());
+        let copy = read_all(reader, key, memory.len(), deadline);
+        assert!(
+            copy == memory,
+            "the bytes read differ from the exposed ones"
+        );
+        let got = reader
+            .read(exposure.key(), exposure.addr() + 7, 1001, deadline)
+            .unwrap();
+        assert_eq!(got, &memory[7..1008]);
+        let limit = reader.max_read_bytes();
+        let too_long = reader.read(exposure.key(), exposure.addr(), limit + 1, deadline);
+        assert!(matches!(too_long, Err(RemoteReadError::TooLong { .. })));
+    }
+
+    /// An identity registers its memory once; without one every call registers anew.
+    pub(crate) fn an_identity_registers_once<T: Transport>(t: &mut T) {
+        let memory = pattern(1 << 16, 3);
+        let first = t
+            .expose(ExposedMemory::of(&memory), Some(42))
+            .unwrap()
+            .unwrap();
+        let again = t
+            .expose(ExposedMemory::of(&memory), Some(42))
+            .unwrap()
+            .unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(t.exposure_counts(), (1, 1));
+        let fresh = t.expose(ExposedMemory::of(&memory), None).unwrap().unwrap();
+        assert!(!Arc::ptr_eq(&first, &fresh));
+        assert_eq!(t.exposure_counts(), (1, 1));
+        t.forget_exposures(&mut |id| id != 42);
+        drop((first, again));
+        t.expose(ExposedMemory::of(&memory), Some(42))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.exposure_counts(), (1, 2));
+    }
+
+    /// A read from an owner that is gone failed or timed out, soon after `start`; the
+    /// reader's transport gives no reader of itself and refuses a rank outside the job.
+    pub(crate) fn lost<T: Transport>(
+        read: Result<&[u8], RemoteReadError>,
+        start: Instant,
+        reader_side: &mut T,
+    ) {
+        assert!(
+            matches!(
+                read,
+                Err(RemoteReadError::Failed { peer: 1, .. } | RemoteReadError::TimedOut { peer: 1 })
+            ),
+            "{:?}",
+            read.map(<[u8]>::len)
+        );
+        assert!(start.elapsed() < Duration::from_secs(10));
+        assert!(reader_side.remote_reader(Rank(0)).unwrap().is_none());
+        assert!(reader_side.remote_reader(Rank(5)).is_err());
     }
 }
 

@@ -467,10 +467,7 @@ impl Transport for OfiTransport {
         let side = rma::lock(&side);
         let (domain, graveyard) = (&self.domain, self.graveyard.graveyard());
         let register = || rma::expose(domain, graveyard, memory, side.key_place());
-        Ok(Some(match identity {
-            Some(identity) => self.exposures.get_or_register(identity, memory, register)?,
-            None => Arc::new(register()?),
-        }))
+        self.exposures.expose(identity, memory, register).map(Some)
     }
 
     fn forget_exposures(&mut self, live: &mut dyn FnMut(u64) -> bool) {

@@ -56,6 +56,17 @@ pub(super) enum Status {
     Failed(i32, String),
 }
 
+impl Status {
+    /// How an operation reported by an error completion ended.
+    pub(super) fn of_error(error: cq::ErrorEntry) -> Status {
+        if error.code == sys::FI_ECANCELED {
+            Status::Cancelled
+        } else {
+            Status::Failed(error.code, error.why)
+        }
+    }
+}
+
 /// The region of a pinned user buffer, if this transport's domain registered it.
 pub(super) fn pinned_region<'a>(
     pinned: &'a PinnedBuffer,
@@ -283,12 +294,8 @@ impl Ops {
                     let Some(error) = self.ep.cq().read_error()? else {
                         break;
                     };
-                    let status = if error.code == sys::FI_ECANCELED {
-                        Status::Cancelled
-                    } else {
-                        Status::Failed(error.code, error.why)
-                    };
-                    out.extend(self.finish(error.context, error.tag, 0, status));
+                    let (context, tag) = (error.context, error.tag);
+                    out.extend(self.finish(context, tag, 0, Status::of_error(error)));
                     done += 1;
                 }
             }

@@ -231,12 +231,8 @@ impl ReadSide {
                     let Some(error) = self.ep.cq().read_error()? else {
                         break;
                     };
-                    let status = if error.code == sys::FI_ECANCELED {
-                        Status::Cancelled
-                    } else {
-                        Status::Failed(error.code, error.why)
-                    };
-                    self.complete(error.context, status);
+                    let context = error.context;
+                    self.complete(context, Status::of_error(error));
                     read += 1;
                 }
             }
@@ -470,12 +466,7 @@ impl RemoteReader for OfiReader {
         len: usize,
         deadline: Instant,
     ) -> Result<&[u8], RemoteReadError> {
-        if len > MAX_READ_BYTES {
-            return Err(RemoteReadError::TooLong {
-                len,
-                limit: MAX_READ_BYTES,
-            });
-        }
+        RemoteReadError::check_len(len, MAX_READ_BYTES)?;
         let parsed = ReadKey::parse(key).ok_or_else(|| self.bad_key("malformed key"))?;
         let remote = parsed
             .remote_addr(addr, len)

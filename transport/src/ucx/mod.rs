@@ -317,10 +317,7 @@ impl Transport for UcxTransport {
     ) -> Result<Option<Arc<Exposure>>, TransportError> {
         let context = &self.context;
         let register = || rma::expose(context, memory);
-        Ok(Some(match identity {
-            Some(identity) => self.exposures.get_or_register(identity, memory, register)?,
-            None => Arc::new(register()?),
-        }))
+        self.exposures.expose(identity, memory, register).map(Some)
     }
 
     fn forget_exposures(&mut self, live: &mut dyn FnMut(u64) -> bool) {

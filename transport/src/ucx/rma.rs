@@ -165,12 +165,7 @@ impl RemoteReader for UcxReader {
         len: usize,
         deadline: Instant,
     ) -> Result<&[u8], RemoteReadError> {
-        if len > MAX_READ_BYTES {
-            return Err(RemoteReadError::TooLong {
-                len,
-                limit: MAX_READ_BYTES,
-            });
-        }
+        RemoteReadError::check_len(len, MAX_READ_BYTES)?;
         if let Some(status) = self.endpoint.failure() {
             return Err(self.failed(status_text(status)));
         }

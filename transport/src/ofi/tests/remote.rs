@@ -6,50 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
+use super::super::super::remote::testing::{
+    an_identity_registers_once, lost, pattern, read_all, reads_exactly, serve,
+};
 use super::super::super::remote::{ExposedMemory, RemoteReadError, RemoteReads};
 use super::super::rma::MAX_READ_BYTES;
 use super::*;
-
-/// Bytes whose value says where they lie.
-fn pattern(len: usize, salt: u32) -> Vec<u8> {
-    (0..len)
-        .map(|k| {
-            ((k as u32) ^ salt)
-                .wrapping_mul(2_654_435_761)
-                .rotate_right(13) as u8
-        })
-        .collect()
-}
-
-/// Runs `owner`'s waits until `stop`: over tcp the owner's provider answers reads only while
-/// the owner progresses, as a waiting rank does.
-fn serve(mut owner: OfiTransport, stop: Arc<AtomicBool>) -> thread::JoinHandle<OfiTransport> {
-    thread::spawn(move || {
-        while !stop.load(Ordering::Acquire) {
-            owner.wait(Some(Duration::from_millis(2))).unwrap();
-            owner.poll_recv(64, &mut |_, _| {}).unwrap();
-        }
-        owner
-    })
-}
-
-/// Reads all of `len` bytes at `addr` through `key`, in reads of the reader's limit.
-fn read_all(
-    reader: &mut dyn RemoteReader,
-    (key, addr): (&[u8], u64),
-    len: usize,
-    deadline: Instant,
-) -> Vec<u8> {
-    let mut copy = Vec::with_capacity(len);
-    for start in (0..len).step_by(reader.max_read_bytes()) {
-        let part = reader.max_read_bytes().min(len - start);
-        let got = reader
-            .read(key, addr + start as u64, part, deadline)
-            .unwrap();
-        copy.extend_from_slice(got);
-    }
-    copy
-}
 
 #[test]
 fn tcp_a_reader_reads_the_peers_exposed_bytes_exactly() {
@@ -70,23 +32,7 @@ fn tcp_a_reader_reads_the_peers_exposed_bytes_exactly() {
         .expect("a reader");
     assert_eq!(reader.peer(), Rank(1));
     let deadline = Instant::now() + DEADLINE;
-    let key = (exposure.key(), exposure.addr());
-    let copy = read_all(reader.as_mut(), key, memory.len(), deadline);
-    assert!(
-        copy == memory,
-        "the bytes read differ from the exposed ones"
-    );
-    let got = reader
-        .read(exposure.key(), exposure.addr() + 7, 1001, deadline)
-        .unwrap();
-    assert_eq!(got, &memory[7..1008]);
-    let too_long = reader.read(
-        exposure.key(),
-        exposure.addr(),
-        MAX_READ_BYTES + 1,
-        deadline,
-    );
-    assert!(matches!(too_long, Err(RemoteReadError::TooLong { .. })));
+    reads_exactly(reader.as_mut(), &exposure, &memory, deadline);
     // One byte past the region, or before it: refused before anything is posted.
     for (addr, len) in [
         (exposure.addr() + memory.len() as u64 - 8, 9),
@@ -178,26 +124,7 @@ fn tcp_two_ranks_blocked_in_reads_of_each_other_are_both_served() {
 #[test]
 fn tcp_an_identity_registers_its_memory_once() {
     let directory = Directory::default();
-    let mut t = transport("tcp", 0, 1, &directory);
-    let memory = pattern(1 << 16, 3);
-    let first = t
-        .expose(ExposedMemory::of(&memory), Some(42))
-        .unwrap()
-        .unwrap();
-    let again = t
-        .expose(ExposedMemory::of(&memory), Some(42))
-        .unwrap()
-        .unwrap();
-    assert!(Arc::ptr_eq(&first, &again));
-    assert_eq!(t.exposure_counts(), (1, 1));
-    let fresh = t.expose(ExposedMemory::of(&memory), None).unwrap().unwrap();
-    assert!(!Arc::ptr_eq(&first, &fresh));
-    t.forget_exposures(&mut |id| id != 42);
-    drop((first, again));
-    t.expose(ExposedMemory::of(&memory), Some(42))
-        .unwrap()
-        .unwrap();
-    assert_eq!(t.exposure_counts(), (1, 2));
+    an_identity_registers_once(&mut transport("tcp", 0, 1, &directory));
 }
 
 #[test]
@@ -226,21 +153,11 @@ fn tcp_a_lost_owner_is_an_error_not_a_hang() {
     stop.store(true, Ordering::Release);
     drop(server.join().unwrap());
     let start = Instant::now();
-    let lost = reader.read(
+    let read = reader.read(
         &key,
         memory.as_ptr() as u64,
         64,
         start + Duration::from_secs(3),
     );
-    assert!(
-        matches!(
-            lost,
-            Err(RemoteReadError::Failed { peer: 1, .. } | RemoteReadError::TimedOut { peer: 1 })
-        ),
-        "{:?}",
-        lost.map(<[u8]>::len)
-    );
-    assert!(start.elapsed() < Duration::from_secs(10));
-    assert!(reader_side.remote_reader(Rank(0)).unwrap().is_none());
-    assert!(reader_side.remote_reader(Rank(5)).is_err());
+    lost(read, start, &mut reader_side);
 }
