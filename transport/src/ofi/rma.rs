@@ -274,16 +274,33 @@ impl ReadSide {
         Ok(addr)
     }
 
-    /// Posts a read of `len` bytes into `buffer`; hands the buffer back if the provider did
-    /// not take it (`None`: out of resources for now).
+    /// Posts a read of `len` bytes into `buffer`; hands the buffer back if it was not posted
+    /// (`None`: the provider is out of resources for now).
     fn post(
         &mut self,
         mut buffer: Buffer,
         len: usize,
         from: (sys::fi_addr_t, u64, u64),
     ) -> Result<usize, (Buffer, Option<TransportError>)> {
+        // Each reader has one read outstanding at a time, so with no slot free every slot
+        // holds a read abandoned earlier whose completion has not come (rxm cancels no read):
+        // one from an owner that died never comes, and waiting for it would only wait out the
+        // deadline. Completions read now give back the slots of owners that progress again.
+        if self.free.is_empty() {
+            if let Err(error) = self.progress() {
+                return Err((buffer, Some(error)));
+            }
+        }
         let Some(slot) = self.free.pop() else {
-            return Err((buffer, None));
+            let why = format!("{MAX_READS} earlier reads never completed; no read can start");
+            return Err((
+                buffer,
+                Some(TransportError::Library {
+                    library: "libfabric",
+                    call: "fi_read",
+                    why,
+                }),
+            ));
         };
         let (ptr, desc) = (buffer.as_mut_ptr(), buffer.desc());
         // SAFETY: the buffer (registered for FI_READ, at least MAX_READ_BYTES long, and `len`

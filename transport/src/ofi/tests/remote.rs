@@ -86,12 +86,14 @@ fn tcp_two_ranks_blocked_in_reads_of_each_other_are_both_served() {
         .collect();
     let len = memories[0].len();
     let both = Arc::new(Barrier::new(2));
+    let finished = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let threads: Vec<_> = ranks
         .into_iter()
         .enumerate()
         .map(|(me, mut t)| {
             let (key, addr) = keys[1 - me].clone();
             let both = Arc::clone(&both);
+            let finished = Arc::clone(&finished);
             thread::spawn(move || {
                 let mut reader = t.remote_reader(Rank(1 - me as u32)).unwrap().unwrap();
                 both.wait();
@@ -105,8 +107,12 @@ fn tcp_two_ranks_blocked_in_reads_of_each_other_are_both_served() {
                         Instant::now() + DEADLINE,
                     ));
                 }
-                // Serve the other's last reads before leaving.
-                both.wait();
+                // Serve the other's last reads (by progressing, as a waiting rank does) until
+                // it has finished too: a rank that only waited here would leave them unserved.
+                finished.fetch_add(1, Ordering::AcqRel);
+                while finished.load(Ordering::Acquire) < 2 {
+                    t.wait(Some(Duration::from_millis(1))).unwrap();
+                }
                 drop(reader);
                 (t, copies)
             })
@@ -160,4 +166,69 @@ fn tcp_a_lost_owner_is_an_error_not_a_hang() {
         start + Duration::from_secs(3),
     );
     lost(read, start, &mut reader_side);
+}
+
+#[test]
+fn tcp_reads_abandoned_at_their_deadline_give_their_slots_back() {
+    let directory = Directory::default();
+    let mut reader_side = transport("tcp", 0, 2, &directory);
+    // An owner that stops progressing: over tcp none of its reads is served meanwhile.
+    let mut owner = transport("tcp", 1, 2, &directory);
+    let memory = pattern(4096, 5);
+    let exposure = owner
+        .expose(ExposedMemory::of(&memory), None)
+        .unwrap()
+        .unwrap();
+    let mut reader = reader_side.remote_reader(Rank(1)).unwrap().unwrap();
+    // One read served, so that the connection is up and later reads are posted.
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = serve(owner, Arc::clone(&stop));
+    reader
+        .read(
+            exposure.key(),
+            exposure.addr(),
+            64,
+            Instant::now() + DEADLINE,
+        )
+        .unwrap();
+    stop.store(true, Ordering::Release);
+    let owner = server.join().unwrap();
+    // rxm cancels no read: each abandoned read keeps its slot until its completion comes.
+    // Once every slot is held, a read fails at once instead of at its deadline.
+    for _ in 0..16 {
+        let short = Instant::now() + Duration::from_millis(10);
+        let read = reader.read(exposure.key(), exposure.addr(), 64, short);
+        assert!(
+            matches!(read, Err(RemoteReadError::TimedOut { peer: 1 })),
+            "{:?}",
+            read.map(<[u8]>::len)
+        );
+    }
+    let started = Instant::now();
+    let read = reader.read(exposure.key(), exposure.addr(), 64, started + DEADLINE);
+    assert!(
+        matches!(read, Err(RemoteReadError::Failed { peer: 1, .. })),
+        "{:?}",
+        read.map(<[u8]>::len)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "failed only at the deadline"
+    );
+    // The owner progresses again: the abandoned reads complete and give their slots back.
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = serve(owner, Arc::clone(&stop));
+    let deadline = Instant::now() + DEADLINE;
+    let got = loop {
+        match reader.read(exposure.key(), exposure.addr() + 8, 64, deadline) {
+            Ok(got) => break got.to_vec(),
+            Err(RemoteReadError::Failed { .. }) => thread::sleep(Duration::from_millis(2)),
+            Err(other) => panic!("{other}"),
+        }
+        assert!(Instant::now() < deadline, "the slots never came back");
+    };
+    assert_eq!(got, &memory[8..72]);
+    drop(reader);
+    stop.store(true, Ordering::Release);
+    drop(server.join().unwrap());
 }
