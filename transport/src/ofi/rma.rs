@@ -389,12 +389,8 @@ impl OfiReader {
         &mut self,
         side: &mut ReadSide,
         slot: usize,
-        owner_name: &[u8],
         deadline: Instant,
     ) -> Result<(Buffer, Status), RemoteReadError> {
-        let listener = tcp_listener(&self.provider, owner_name);
-        self.liveness.held_back(self.peer, listener, Instant::now());
-        let mut gone = Vec::new();
         let mut checks = 0u32;
         let ended = loop {
             if let Err(e) = side.progress() {
@@ -405,22 +401,31 @@ impl OfiReader {
             }
             checks = checks.wrapping_add(1);
             if checks.is_multiple_of(CHECKS_PER_CLOCK_READ) {
-                let now = Instant::now();
-                if now >= deadline {
-                    break Err(RemoteReadError::TimedOut { peer: self.peer.0 });
-                }
-                self.liveness.check(now, &mut gone);
-                if let Some((_, why)) = gone.pop() {
-                    break Err(self.failed(why));
+                if let Err(end) = self.still_waiting(deadline) {
+                    break Err(end);
                 }
             }
             std::hint::spin_loop();
         };
-        self.liveness.released(self.peer);
         if ended.is_err() {
             side.abandon(slot);
         }
         ended
+    }
+
+    /// `Err` once the deadline passed or the owner's read endpoint was found gone (the
+    /// caller registered it with `liveness` before posting).
+    fn still_waiting(&mut self, deadline: Instant) -> Result<(), RemoteReadError> {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(RemoteReadError::TimedOut { peer: self.peer.0 });
+        }
+        let mut gone = Vec::new();
+        self.liveness.check(now, &mut gone);
+        match gone.pop() {
+            Some((_, why)) => Err(self.failed(why)),
+            None => Ok(()),
+        }
     }
 
     fn failed(&self, why: impl Into<String>) -> RemoteReadError {
@@ -456,11 +461,23 @@ impl OfiReader {
                 }
                 Err((back, None)) => buffer = back,
             }
-            side.progress().map_err(|e| self.failed(e.to_string()))?;
-            checks = checks.wrapping_add(1);
-            if checks.is_multiple_of(CHECKS_PER_CLOCK_READ) && Instant::now() >= deadline {
+            // An owner whose endpoint closed before the connection was up (rxm answers
+            // -FI_EAGAIN for good then) is found gone here, as one that dies mid-read is in
+            // `finish`.
+            let waiting = side
+                .progress()
+                .map_err(|e| self.failed(e.to_string()))
+                .and_then(|_| {
+                    checks = checks.wrapping_add(1);
+                    if checks.is_multiple_of(CHECKS_PER_CLOCK_READ) {
+                        self.still_waiting(deadline)
+                    } else {
+                        Ok(())
+                    }
+                });
+            if let Err(end) = waiting {
                 self.buffer = Some(buffer);
-                return Err(RemoteReadError::TimedOut { peer: self.peer.0 });
+                return Err(end);
             }
             std::hint::spin_loop();
         }
@@ -502,15 +519,16 @@ impl RemoteReader for OfiReader {
                 return Err(self.bad_key(why));
             }
         };
-        let slot = self.post(
-            &mut side,
-            buffer,
-            len,
-            (owner, remote, parsed.key),
-            deadline,
-        )?;
-        let (buffer, status) = self.finish(&mut side, slot, &parsed.name, deadline)?;
+        // Checked only while the read waits long (see `liveness`).
+        let listener = tcp_listener(&self.provider, &parsed.name);
+        self.liveness.held_back(self.peer, listener, Instant::now());
+        let from = (owner, remote, parsed.key);
+        let ended = self
+            .post(&mut side, buffer, len, from, deadline)
+            .and_then(|slot| self.finish(&mut side, slot, deadline));
+        self.liveness.released(self.peer);
         drop(side);
+        let (buffer, status) = ended?;
         let failed = match status {
             Status::Done => None,
             Status::Cancelled => Some(self.failed("the read was cancelled")),

@@ -232,3 +232,32 @@ fn tcp_reads_abandoned_at_their_deadline_give_their_slots_back() {
     stop.store(true, Ordering::Release);
     drop(server.join().unwrap());
 }
+
+#[test]
+fn tcp_an_owner_gone_before_the_first_read_is_an_error_not_a_wait() {
+    let directory = Directory::default();
+    let mut reader_side = transport("tcp", 0, 2, &directory);
+    let mut owner = transport("tcp", 1, 2, &directory);
+    let memory = pattern(4096, 6);
+    let exposure = owner
+        .expose(ExposedMemory::of(&memory), None)
+        .unwrap()
+        .unwrap();
+    let key = exposure.key().to_vec();
+    drop(exposure);
+    // Its endpoints close with it: no connection to its read endpoint was ever made, and
+    // rxm answers every read with -FI_EAGAIN from then on.
+    drop(owner);
+    let mut reader = reader_side.remote_reader(Rank(1)).unwrap().unwrap();
+    let start = Instant::now();
+    let read = reader.read(&key, memory.as_ptr() as u64, 64, start + DEADLINE);
+    assert!(
+        matches!(read, Err(RemoteReadError::Failed { peer: 1, .. })),
+        "{:?}",
+        read.map(<[u8]>::len)
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "found only at the deadline"
+    );
+}
