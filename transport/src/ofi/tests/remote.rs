@@ -9,21 +9,29 @@ use std::thread;
 use super::super::super::remote::testing::{
     an_identity_registers_once, lost, pattern, read_all, reads_exactly, serve,
 };
-use super::super::super::remote::{ExposedMemory, RemoteReadError, RemoteReads};
+use super::super::super::remote::{ExposedMemory, Exposure, RemoteReadError, RemoteReads};
 use super::super::rma::MAX_READ_BYTES;
 use super::*;
 
-#[test]
-fn tcp_a_reader_reads_the_peers_exposed_bytes_exactly() {
+/// A reader's transport (rank 0) and an owner's (rank 1) on tcp, and `len` patterned bytes
+/// the owner exposes.
+fn reader_and_owner(len: usize, salt: u32) -> (OfiTransport, OfiTransport, Vec<u8>, Arc<Exposure>) {
     let directory = Directory::default();
-    let mut reader_side = transport("tcp", 0, 2, &directory);
+    let reader_side = transport("tcp", 0, 2, &directory);
     let mut owner = transport("tcp", 1, 2, &directory);
-    assert_eq!(owner.remote_reads(), RemoteReads::Emulated);
-    let memory = pattern(3 * MAX_READ_BYTES + 12_345, 1);
+    let memory = pattern(len, salt);
     let exposure = owner
         .expose(ExposedMemory::of(&memory), None)
         .unwrap()
         .expect("tcp exposes");
+    (reader_side, owner, memory, exposure)
+}
+
+#[test]
+fn tcp_a_reader_reads_the_peers_exposed_bytes_exactly() {
+    let (mut reader_side, owner, memory, exposure) =
+        reader_and_owner(3 * MAX_READ_BYTES + 12_345, 1);
+    assert_eq!(owner.remote_reads(), RemoteReads::Emulated);
     let stop = Arc::new(AtomicBool::new(false));
     let server = serve(owner, Arc::clone(&stop));
     let mut reader = reader_side
@@ -135,14 +143,7 @@ fn tcp_an_identity_registers_its_memory_once() {
 
 #[test]
 fn tcp_a_lost_owner_is_an_error_not_a_hang() {
-    let directory = Directory::default();
-    let mut reader_side = transport("tcp", 0, 2, &directory);
-    let mut owner = transport("tcp", 1, 2, &directory);
-    let memory = pattern(4096, 4);
-    let exposure = owner
-        .expose(ExposedMemory::of(&memory), None)
-        .unwrap()
-        .unwrap();
+    let (mut reader_side, owner, memory, exposure) = reader_and_owner(4096, 4);
     let stop = Arc::new(AtomicBool::new(false));
     let server = serve(owner, Arc::clone(&stop));
     let mut reader = reader_side.remote_reader(Rank(1)).unwrap().unwrap();
@@ -170,15 +171,8 @@ fn tcp_a_lost_owner_is_an_error_not_a_hang() {
 
 #[test]
 fn tcp_reads_abandoned_at_their_deadline_give_their_slots_back() {
-    let directory = Directory::default();
-    let mut reader_side = transport("tcp", 0, 2, &directory);
     // An owner that stops progressing: over tcp none of its reads is served meanwhile.
-    let mut owner = transport("tcp", 1, 2, &directory);
-    let memory = pattern(4096, 5);
-    let exposure = owner
-        .expose(ExposedMemory::of(&memory), None)
-        .unwrap()
-        .unwrap();
+    let (mut reader_side, owner, memory, exposure) = reader_and_owner(4096, 5);
     let mut reader = reader_side.remote_reader(Rank(1)).unwrap().unwrap();
     // One read served, so that the connection is up and later reads are posted.
     let stop = Arc::new(AtomicBool::new(false));
@@ -235,14 +229,7 @@ fn tcp_reads_abandoned_at_their_deadline_give_their_slots_back() {
 
 #[test]
 fn tcp_an_owner_gone_before_the_first_read_is_an_error_not_a_wait() {
-    let directory = Directory::default();
-    let mut reader_side = transport("tcp", 0, 2, &directory);
-    let mut owner = transport("tcp", 1, 2, &directory);
-    let memory = pattern(4096, 6);
-    let exposure = owner
-        .expose(ExposedMemory::of(&memory), None)
-        .unwrap()
-        .unwrap();
+    let (mut reader_side, owner, memory, exposure) = reader_and_owner(4096, 6);
     let key = exposure.key().to_vec();
     drop(exposure);
     // Its endpoints close with it: no connection to its read endpoint was ever made, and
